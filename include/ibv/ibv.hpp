@@ -1,0 +1,23 @@
+// The whole public API of ibverbs-cpp in one include. Prefer the single headers in larger code.
+#pragma once
+
+#include "ibv/version.hpp"
+
+// Layer 1: verbs, a thin RAII layer over libibverbs.
+#include "ibv/verbs/access.hpp"
+#include "ibv/verbs/completion_queue.hpp"
+#include "ibv/verbs/context.hpp"
+#include "ibv/verbs/device.hpp"
+#include "ibv/verbs/endpoint.hpp"
+#include "ibv/verbs/error.hpp"
+#include "ibv/verbs/gid.hpp"
+#include "ibv/verbs/memory_region.hpp"
+#include "ibv/verbs/mtu.hpp"
+#include "ibv/verbs/port.hpp"
+#include "ibv/verbs/protection_domain.hpp"
+#include "ibv/verbs/queue_pair.hpp"
+#include "ibv/verbs/queue_pair_settings.hpp"
+#include "ibv/verbs/remote_memory_region.hpp"
+#include "ibv/verbs/scatter_gather.hpp"
+#include "ibv/verbs/work_completion.hpp"
+#include "ibv/verbs/work_request.hpp"

@@ -1,0 +1,54 @@
+// Device discovery: list the RDMA devices of this host and open one by name or the first
+// active one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ibv/verbs/context.hpp"
+
+namespace ibv {
+
+/// A 64-bit GUID (node or port) in host byte order, printed as "0011:2233:4455:6677".
+struct Guid {
+  std::uint64_t value = 0;
+
+  [[nodiscard]] std::string to_string() const;
+  friend constexpr bool operator==(Guid, Guid) noexcept = default;
+};
+
+/// What kind of node a device is.
+enum class NodeType : std::uint8_t { unknown, ca, switch_node, router, rnic, usnic, usnic_udp, unspecified };
+/// The transport a device speaks (RoCE devices report infiniband: see Context::port for the
+/// link layer).
+enum class Transport : std::uint8_t { unknown, infiniband, iwarp, usnic, usnic_udp, unspecified };
+
+[[nodiscard]] std::string_view to_string(NodeType type) noexcept;
+[[nodiscard]] std::string_view to_string(Transport transport) noexcept;
+
+/// One entry of the device list, as ibv_devices shows it.
+struct DeviceInfo {
+  std::string name;
+  Guid node_guid;
+  NodeType node_type = NodeType::unknown;
+  Transport transport = Transport::unknown;
+
+  /// "rxe0  guid 5054:00ff:fe12:3456  rnic  infiniband".
+  [[nodiscard]] std::string to_string() const;
+};
+
+/// The RDMA devices of this host (empty when there are none; throws ibv::Error only when the
+/// kernel's verbs support itself is missing or unreadable).
+[[nodiscard]] std::vector<DeviceInfo> list_devices();
+
+/// Opens the device called `name`. Throws ibv::Error (not_found) naming the devices that do
+/// exist when there is none of that name.
+[[nodiscard]] Context open_device(std::string_view name);
+
+/// Opens the first device (in list order) that has a port in the ACTIVE state. Throws
+/// ibv::Error (not_found) saying what was found when none has.
+[[nodiscard]] Context open_first_active_device();
+
+}  // namespace ibv

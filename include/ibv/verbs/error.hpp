@@ -1,0 +1,65 @@
+// Errors of the verbs layer: ibv::Error for set-up failures and invalid input, with the
+// failing operation, errno, a classification and a hint a person can act on.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace ibv {
+
+/// What kind of failure an Error is, so callers can react without parsing messages.
+enum class ErrorKind {
+  invalid_argument,  ///< A value given to the library is out of range or inconsistent.
+  not_found,         ///< A named thing (device, port, GID entry) does not exist.
+  resource,          ///< Out of memory, locked memory, queue entries or other resources.
+  permission,        ///< The operating system refused access (EPERM / EACCES).
+  unsupported,       ///< The device or driver does not implement the operation.
+  driver,            ///< The driver or device reported an error while doing the operation.
+  timeout,           ///< A bounded wait ended before the awaited event.
+  state,             ///< The object is not in a state where the operation is allowed.
+};
+
+/// Name of an ErrorKind, e.g. "invalid_argument".
+[[nodiscard]] std::string_view to_string(ErrorKind kind) noexcept;
+
+/// Every failure the library reports by exception is an ibv::Error (a std::system_error whose
+/// code is the errno, in std::generic_category). `what()` reads as one sentence: the operation
+/// that failed, why, and what to try (the hint), e.g.
+/// "ibv_reg_mr failed: Cannot allocate memory (errno 12). Hint: the locked-memory limit ...".
+class Error : public std::system_error {
+ public:
+  /// `operation` names the verb or library function that failed ("ibv_reg_mr",
+  /// "QueuePairBuilder::max_send_sge"); `detail` says what was asked; `hint` what to try.
+  Error(ErrorKind kind, std::string_view operation, int errno_value, std::string_view detail,
+        std::string_view hint = {});
+
+  [[nodiscard]] ErrorKind kind() const noexcept { return kind_; }
+  /// The verb or library function that failed.
+  [[nodiscard]] const std::string& operation() const noexcept { return operation_; }
+  /// The errno value behind the failure (EINVAL for invalid arguments found by the library).
+  [[nodiscard]] int errno_value() const noexcept { return code().value(); }
+  /// What the caller can do about it; empty where there is nothing specific to say.
+  [[nodiscard]] const std::string& hint() const noexcept { return hint_; }
+  /// The whole sentence: operation, detail, strerror, hint.
+  [[nodiscard]] const char* what() const noexcept override { return message_->c_str(); }
+
+ private:
+  ErrorKind kind_;
+  std::shared_ptr<const std::string> message_;  // shared: copying an exception must not throw
+  std::string operation_;
+  std::string hint_;
+};
+
+/// Throws an invalid_argument Error naming `argument` (e.g. "max_send_sge") and what is wrong
+/// with it. Used for every check done before anything reaches the device.
+[[noreturn]] void throw_invalid_argument(std::string_view operation, std::string_view argument,
+                                         std::string_view problem);
+
+/// Throws the Error for a verb that failed with `errno_value`, classified by errno, with the
+/// hint chosen for that verb and errno where one is known.
+[[noreturn]] void throw_verb_error(std::string_view verb, int errno_value,
+                                   std::string_view detail = {});
+
+}  // namespace ibv

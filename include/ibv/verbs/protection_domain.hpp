@@ -1,0 +1,54 @@
+// Protection domain: the scope in which memory regions and queue pairs may be used together.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "ibv/verbs/access.hpp"
+#include "ibv/verbs/context.hpp"
+
+struct ibv_pd;
+
+namespace ibv {
+
+class MemoryRegion;
+
+/// A protection domain. Cheap-to-copy handle; it keeps its Context open, and every memory
+/// region and queue pair created in it keeps it alive in turn, so destruction order is never
+/// the caller's concern.
+class ProtectionDomain {
+ public:
+  /// Allocates a protection domain on `context` (ibv_alloc_pd).
+  explicit ProtectionDomain(const Context& context);
+
+  [[nodiscard]] const Context& context() const noexcept { return context_; }
+
+  /// Registers `buffer` for local use only (send sources, receive targets, RDMA read
+  /// destinations and write sources on this side). The peer can not touch it.
+  [[nodiscard]] MemoryRegion register_local(std::span<std::byte> buffer) const;
+  /// Registers `buffer` so that peers may access it as `access` says (RDMA write into it,
+  /// read from it, atomics on it), besides local use. The name says so on purpose: a remote
+  /// key handed out for this region lets any connected peer of this PD reach it.
+  [[nodiscard]] MemoryRegion register_remote_accessible(std::span<std::byte> buffer,
+                                                        RemoteAccess access) const;
+  /// Registers `length` bytes at `offset` of a dma-buf (`fd`), e.g. device memory exported by
+  /// a GPU driver, addressed as `iova` in work requests. Throws ibv::Error (unsupported) where
+  /// the device cannot do it.
+  [[nodiscard]] MemoryRegion register_dmabuf(int fd, std::uint64_t offset, std::size_t length,
+                                             std::uint64_t iova, RemoteAccess access) const;
+
+  [[nodiscard]] ibv_pd* native() const noexcept { return pd_.get(); }
+  [[nodiscard]] const std::shared_ptr<ibv_pd>& shared() const noexcept { return pd_; }
+
+  friend bool operator==(const ProtectionDomain& a, const ProtectionDomain& b) noexcept {
+    return a.pd_ == b.pd_;
+  }
+
+ private:
+  Context context_;
+  std::shared_ptr<ibv_pd> pd_;
+};
+
+}  // namespace ibv

@@ -1,0 +1,202 @@
+// Reliable-connected queue pairs, built in two phases: a QueuePairBuilder makes a
+// PreparedQueuePair (created, in INIT), whose endpoint() goes to the peer out of band; its
+// handshake(remote) drives INIT -> RTR -> RTS and gives a connected QueuePair.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "ibv/verbs/access.hpp"
+#include "ibv/verbs/completion_queue.hpp"
+#include "ibv/verbs/endpoint.hpp"
+#include "ibv/verbs/mtu.hpp"
+#include "ibv/verbs/port.hpp"
+#include "ibv/verbs/protection_domain.hpp"
+#include "ibv/verbs/queue_pair_settings.hpp"
+#include "ibv/verbs/work_request.hpp"
+
+struct ibv_qp;
+
+namespace ibv {
+
+/// Every setting of a queue pair, with bounded defaults (no infinite retry or timeout).
+/// Unset optionals are taken from the device and port when the QP is built.
+struct QueuePairSettings {
+  PortNumber port{};
+  /// GID index for RoCE and for InfiniBand with a global route; default: Context::default_gid_index.
+  std::optional<std::uint32_t> gid_index;
+  /// Rights peers get on this QP (memory regions must grant them too).
+  RemoteAccess access = RemoteAccess::all();
+  QueueDepth max_send_wr{128};
+  QueueDepth max_recv_wr{128};
+  SgeCount max_send_sge{1};
+  SgeCount max_recv_sge{1};
+  InlineSize max_inline_data{0};
+  /// Path MTU; default: the port's active MTU.
+  std::optional<Mtu> mtu;
+  /// First PSN this side sends with; default: random.
+  std::optional<Psn> send_psn;
+  AckTimeout ack_timeout = AckTimeout::default_value();
+  RetryCount retry_count = RetryCount::default_value();
+  RnrRetryCount rnr_retry = RnrRetryCount::default_value();
+  RnrTimer min_rnr_timer = RnrTimer::default_value();
+  /// Outstanding reads/atomics as initiator and as responder; default: min(device limit, 16).
+  std::optional<ReadAtomicDepth> max_rd_atomic;
+  std::optional<ReadAtomicDepth> max_dest_rd_atomic;
+  /// Global route header fields (RoCE, or InfiniBand with a GID).
+  std::uint8_t hop_limit = 64;
+  std::uint8_t traffic_class = 0;
+  /// InfiniBand service level.
+  std::uint8_t service_level = 0;
+};
+
+class PreparedQueuePair;
+class QueuePair;
+
+/// Collects the settings of a reliable-connected queue pair. Setters take validated value
+/// types; limits that depend on the device (queue depths, SGEs, inline size, port, GID index)
+/// are checked in build(), before the QP is created, with errors that name the setting.
+///
+///     auto prepared = ibv::QueuePairBuilder(pd, cq, cq).max_send_wr(ibv::QueueDepth(64)).build();
+///     send_to_peer(prepared.endpoint());
+///     ibv::QueuePair qp = std::move(prepared).handshake(receive_from_peer());
+class QueuePairBuilder {
+ public:
+  QueuePairBuilder(ProtectionDomain pd, CompletionQueue send_cq, CompletionQueue recv_cq);
+
+  QueuePairBuilder& port(PortNumber port) noexcept;
+  QueuePairBuilder& gid_index(std::uint32_t index) noexcept;
+  QueuePairBuilder& access(RemoteAccess access) noexcept;
+  QueuePairBuilder& max_send_wr(QueueDepth depth) noexcept;
+  QueuePairBuilder& max_recv_wr(QueueDepth depth) noexcept;
+  QueuePairBuilder& max_send_sge(SgeCount count) noexcept;
+  QueuePairBuilder& max_recv_sge(SgeCount count) noexcept;
+  QueuePairBuilder& max_inline_data(InlineSize bytes) noexcept;
+  QueuePairBuilder& mtu(Mtu mtu) noexcept;
+  QueuePairBuilder& send_psn(Psn psn) noexcept;
+  QueuePairBuilder& ack_timeout(AckTimeout timeout) noexcept;
+  QueuePairBuilder& retry_count(RetryCount count) noexcept;
+  QueuePairBuilder& rnr_retry(RnrRetryCount count) noexcept;
+  QueuePairBuilder& min_rnr_timer(RnrTimer timer) noexcept;
+  QueuePairBuilder& max_rd_atomic(ReadAtomicDepth depth) noexcept;
+  QueuePairBuilder& max_dest_rd_atomic(ReadAtomicDepth depth) noexcept;
+  QueuePairBuilder& hop_limit(std::uint8_t hops) noexcept;
+  QueuePairBuilder& traffic_class(std::uint8_t traffic_class) noexcept;
+  QueuePairBuilder& service_level(std::uint8_t level) noexcept;
+  /// All settings at once.
+  QueuePairBuilder& settings(const QueuePairSettings& settings) noexcept;
+
+  [[nodiscard]] const QueuePairSettings& settings() const noexcept { return settings_; }
+
+  /// Checks the settings against the device, creates the QP and moves it to INIT. Throws
+  /// ibv::Error naming the setting that does not fit (invalid_argument / not_found), or the
+  /// verb that failed.
+  [[nodiscard]] PreparedQueuePair build() const;
+
+ private:
+  ProtectionDomain pd_;
+  CompletionQueue send_cq_;
+  CompletionQueue recv_cq_;
+  QueuePairSettings settings_;
+};
+
+namespace detail {
+/// Destroys a QP (ibv_destroy_qp), reporting a failure on stderr: destructors do not throw.
+struct QueuePairDestroyer {
+  void operator()(ibv_qp* qp) const noexcept;
+};
+
+/// What a queue pair owns, shared by its prepared and connected forms: the QP and the objects
+/// it must keep alive (PD, CQs), plus the resolved settings.
+struct QueuePairCore {
+  ProtectionDomain pd;
+  CompletionQueue send_cq;
+  CompletionQueue recv_cq;
+  QueuePairSettings settings;  // optionals resolved by build()
+  PortAttributes port;
+  std::uint32_t gid_index = 0;
+  Gid gid;
+  std::uint32_t max_inline_data = 0;  // what the device granted
+  std::unique_ptr<ibv_qp, QueuePairDestroyer> qp;  // declared last: destroyed first
+};
+}  // namespace detail
+
+/// A queue pair that exists (state INIT) but is not connected yet. Its endpoint() goes to the
+/// peer; handshake() with the peer's endpoint connects it. Move-only.
+class PreparedQueuePair {
+ public:
+  explicit PreparedQueuePair(std::unique_ptr<detail::QueuePairCore> core) noexcept;
+
+  /// This side's address for the peer: QPN, LID, GID (at the chosen index) and send PSN.
+  [[nodiscard]] Endpoint endpoint() const;
+  /// The GID index the QP uses.
+  [[nodiscard]] std::uint32_t gid_index() const noexcept { return core_->gid_index; }
+  [[nodiscard]] const QueuePairSettings& settings() const noexcept { return core_->settings; }
+
+  /// Connects to `remote` (INIT -> RTR -> RTS). Addresses by GID with a global route header on
+  /// Ethernet (RoCE) ports, by LID on InfiniBand (adding the GRH when `remote` has a GID and a
+  /// GID index was set). Connecting to its own endpoint gives a loopback QP. Throws ibv::Error
+  /// with a hint (on RoCE, EINVAL at RTR is nearly always the GID index or the remote GID).
+  [[nodiscard]] QueuePair handshake(const Endpoint& remote) &&;
+
+ private:
+  std::unique_ptr<detail::QueuePairCore> core_;
+};
+
+/// A connected reliable-connected queue pair (state RTS). Move-only; destroying it destroys the
+/// QP, after which its PD and CQs live on only as long as other users hold them.
+///
+/// Posting checks every request before it reaches the device (element count against the QP's
+/// SGE limit, inline size, local length against the remote region) and throws ibv::Error
+/// (invalid_argument) naming the problem; a failure of the verb itself throws with a hint.
+/// Completions arrive in the CQs given at build time.
+class QueuePair {
+ public:
+  explicit QueuePair(std::unique_ptr<detail::QueuePairCore> core, const Endpoint& remote) noexcept;
+
+  /// Posts one send-queue request.
+  void post_send(SendRequest& request) const;
+  /// Posts several send-queue requests with one doorbell (linked in place, no allocation).
+  /// All are checked before any is posted; if the device rejects one, the error says which
+  /// and the ones before it are posted.
+  void post_send(std::span<SendRequest> requests) const;
+  /// Posts one receive.
+  void post_receive(ReceiveRequest& request) const;
+  /// Posts several receives with one doorbell.
+  void post_receive(std::span<ReceiveRequest> requests) const;
+
+  /// Conveniences for a single signaled request.
+  void post_send(std::uint64_t wr_id, std::span<const GatherElement> data) const;
+  void post_write(std::uint64_t wr_id, std::span<const GatherElement> data,
+                  const RemoteMemoryRegion& destination) const;
+  void post_read(std::uint64_t wr_id, std::span<const ScatterElement> into,
+                 const RemoteMemoryRegion& source) const;
+  void post_receive(std::uint64_t wr_id, std::span<const ScatterElement> into) const;
+
+  /// The local QP number.
+  [[nodiscard]] std::uint32_t qp_number() const noexcept;
+  [[nodiscard]] Endpoint local_endpoint() const;
+  [[nodiscard]] const Endpoint& remote_endpoint() const noexcept { return remote_; }
+  [[nodiscard]] const QueuePairSettings& settings() const noexcept { return core_->settings; }
+  /// Inline bytes the device granted (at least what was asked).
+  [[nodiscard]] std::uint32_t max_inline_data() const noexcept { return core_->max_inline_data; }
+  [[nodiscard]] std::uint32_t gid_index() const noexcept { return core_->gid_index; }
+  [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept { return core_->pd; }
+  [[nodiscard]] const CompletionQueue& send_cq() const noexcept { return core_->send_cq; }
+  [[nodiscard]] const CompletionQueue& recv_cq() const noexcept { return core_->recv_cq; }
+  /// The current state as the device reports it ("RTS", "ERR", ...), for diagnostics.
+  [[nodiscard]] std::string query_state() const;
+
+  [[nodiscard]] ibv_qp* native() const noexcept { return core_->qp.get(); }
+
+ private:
+  void check(const SendRequest& request) const;
+  void check(const ReceiveRequest& request) const;
+  std::unique_ptr<detail::QueuePairCore> core_;
+  Endpoint remote_;
+};
+
+}  // namespace ibv

@@ -1,0 +1,117 @@
+// Work completions: what the device reports when a work request has finished.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <infiniband/verbs.h>
+
+#include "ibv/verbs/error.hpp"
+
+namespace ibv {
+
+/// The outcome of a work request (enum ibv_wc_status), named.
+enum class WorkStatus : std::uint8_t {
+  success = IBV_WC_SUCCESS,
+  local_length_error = IBV_WC_LOC_LEN_ERR,
+  local_qp_operation_error = IBV_WC_LOC_QP_OP_ERR,
+  local_eec_operation_error = IBV_WC_LOC_EEC_OP_ERR,
+  local_protection_error = IBV_WC_LOC_PROT_ERR,
+  work_request_flushed = IBV_WC_WR_FLUSH_ERR,
+  memory_window_bind_error = IBV_WC_MW_BIND_ERR,
+  bad_response = IBV_WC_BAD_RESP_ERR,
+  local_access_error = IBV_WC_LOC_ACCESS_ERR,
+  remote_invalid_request = IBV_WC_REM_INV_REQ_ERR,
+  remote_access_error = IBV_WC_REM_ACCESS_ERR,
+  remote_operation_error = IBV_WC_REM_OP_ERR,
+  retry_exceeded = IBV_WC_RETRY_EXC_ERR,
+  rnr_retry_exceeded = IBV_WC_RNR_RETRY_EXC_ERR,
+  local_rdd_violation = IBV_WC_LOC_RDD_VIOL_ERR,
+  remote_invalid_rd_request = IBV_WC_REM_INV_RD_REQ_ERR,
+  remote_aborted = IBV_WC_REM_ABORT_ERR,
+  invalid_eecn = IBV_WC_INV_EECN_ERR,
+  invalid_eec_state = IBV_WC_INV_EEC_STATE_ERR,
+  fatal = IBV_WC_FATAL_ERR,
+  response_timeout = IBV_WC_RESP_TIMEOUT_ERR,
+  general_error = IBV_WC_GENERAL_ERR,
+  tag_matching_error = IBV_WC_TM_ERR,
+  tag_matching_rendezvous_incomplete = IBV_WC_TM_RNDV_INCOMPLETE,
+};
+
+/// "remote_access_error"; unknown values read "unknown status N".
+[[nodiscard]] std::string to_string(WorkStatus status);
+/// What a status usually means and what to check, e.g. for remote_access_error: "the rkey,
+/// address or length does not match a region the peer registered with that access".
+[[nodiscard]] std::string_view explain(WorkStatus status) noexcept;
+
+/// What a completed work request did (enum ibv_wc_opcode), named.
+enum class WorkOpcode : std::uint8_t {
+  send = IBV_WC_SEND,
+  rdma_write = IBV_WC_RDMA_WRITE,
+  rdma_read = IBV_WC_RDMA_READ,
+  compare_and_swap = IBV_WC_COMP_SWAP,
+  fetch_and_add = IBV_WC_FETCH_ADD,
+  bind_memory_window = IBV_WC_BIND_MW,
+  local_invalidate = IBV_WC_LOCAL_INV,
+  tcp_segmentation_offload = IBV_WC_TSO,
+  receive = IBV_WC_RECV,
+  receive_rdma_with_immediate = IBV_WC_RECV_RDMA_WITH_IMM,
+};
+
+[[nodiscard]] std::string to_string(WorkOpcode opcode);
+
+/// One work completion, as the device wrote it. Layout-compatible with ibv_wc so that polling
+/// writes straight into a caller's array of these.
+class WorkCompletion {
+ public:
+  WorkCompletion() noexcept : wc_{} {}
+  explicit WorkCompletion(const ibv_wc& wc) noexcept : wc_(wc) {}
+
+  /// The caller's identifier of the work request.
+  [[nodiscard]] std::uint64_t wr_id() const noexcept { return wc_.wr_id; }
+  [[nodiscard]] WorkStatus status() const noexcept { return static_cast<WorkStatus>(wc_.status); }
+  [[nodiscard]] bool ok() const noexcept { return wc_.status == IBV_WC_SUCCESS; }
+  /// The opcode. Only meaningful for successful completions (the device does not set it on
+  /// errors).
+  [[nodiscard]] WorkOpcode opcode() const noexcept { return static_cast<WorkOpcode>(wc_.opcode); }
+  /// Vendor-specific error detail for failed completions.
+  [[nodiscard]] std::uint32_t vendor_error() const noexcept { return wc_.vendor_err; }
+  /// Bytes received (receives) or transferred (RDMA reads).
+  [[nodiscard]] std::uint32_t byte_length() const noexcept { return wc_.byte_len; }
+  /// Immediate data in host byte order, when the message carried some.
+  [[nodiscard]] std::optional<std::uint32_t> immediate() const noexcept;
+  /// The local QP the request was posted on.
+  [[nodiscard]] std::uint32_t qp_number() const noexcept { return wc_.qp_num; }
+  [[nodiscard]] std::uint32_t source_qp() const noexcept { return wc_.src_qp; }
+  /// Whether this is the completion of a receive (as opposed to a send-side request).
+  [[nodiscard]] bool is_receive() const noexcept { return (wc_.opcode & IBV_WC_RECV) != 0; }
+
+  [[nodiscard]] const ibv_wc& native() const noexcept { return wc_; }
+  /// "wr_id 7 send success 4096 B" / "wr_id 3 remote_access_error (vendor 0x81)".
+  [[nodiscard]] std::string to_string() const;
+
+ private:
+  ibv_wc wc_;
+};
+
+static_assert(sizeof(WorkCompletion) == sizeof(ibv_wc) &&
+              std::is_standard_layout_v<WorkCompletion>);
+
+/// A work request that completed with an error, thrown by the blocking calls of the higher
+/// layers (on the polling path, a failed completion is a value). Carries the completion.
+class WorkError : public Error {
+ public:
+  explicit WorkError(const WorkCompletion& completion, std::string_view context = {});
+
+  [[nodiscard]] const WorkCompletion& completion() const noexcept { return completion_; }
+  [[nodiscard]] WorkStatus status() const noexcept { return completion_.status(); }
+  [[nodiscard]] std::uint32_t vendor_error() const noexcept { return completion_.vendor_error(); }
+  [[nodiscard]] std::uint64_t wr_id() const noexcept { return completion_.wr_id(); }
+
+ private:
+  WorkCompletion completion_;
+};
+
+}  // namespace ibv

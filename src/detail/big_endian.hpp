@@ -1,0 +1,25 @@
+// Private helpers: fixed-width big-endian integers in byte buffers, for the wire forms of
+// endpoints and remote regions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ibv::detail {
+
+/// Writes the low `bytes` bytes of `value` to `out`, most significant first.
+inline void put_big_endian(std::byte* out, std::uint64_t value, int bytes) noexcept {
+  for (int i = bytes - 1; i >= 0; --i) {
+    out[i] = static_cast<std::byte>(value & 0xffU);
+    value >>= 8U;
+  }
+}
+
+/// Reads `bytes` bytes from `in`, most significant first.
+[[nodiscard]] inline std::uint64_t get_big_endian(const std::byte* in, int bytes) noexcept {
+  std::uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value = (value << 8U) | std::to_integer<std::uint64_t>(in[i]);
+  return value;
+}
+
+}  // namespace ibv::detail

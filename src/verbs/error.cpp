@@ -1,0 +1,149 @@
+// ibv::Error: message composition, errno classification and the hints for common failures.
+#include "ibv/verbs/error.hpp"
+
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace ibv {
+namespace {
+
+std::string compose(std::string_view operation, int errno_value, std::string_view detail,
+                    std::string_view hint) {
+  std::string text(operation);
+  text += " failed";
+  if (!detail.empty()) {
+    text += ": ";
+    text += detail;
+  }
+  if (errno_value != 0) {
+    text += " (";
+    text += std::strerror(errno_value);  // NOLINT(concurrency-mt-unsafe): message text only
+    text += ", errno ";
+    text += std::to_string(errno_value);
+    text += ")";
+  }
+  if (!hint.empty()) {
+    text += ". Hint: ";
+    text += hint;
+  }
+  return text;
+}
+
+ErrorKind classify(int errno_value) {
+  switch (errno_value) {
+    case EINVAL:
+    case ERANGE:
+      return ErrorKind::invalid_argument;
+    case ENOENT:
+    case ENODEV:
+    case ENXIO:
+    case ENODATA:
+      return ErrorKind::not_found;
+    case ENOMEM:
+    case ENOSPC:
+    case EAGAIN:
+    case EMFILE:
+    case ENFILE:
+      return ErrorKind::resource;
+    case EPERM:
+    case EACCES:
+      return ErrorKind::permission;
+    case EOPNOTSUPP:
+    case ENOSYS:
+    case EPROTONOSUPPORT:
+      return ErrorKind::unsupported;
+    case ETIMEDOUT:
+      return ErrorKind::timeout;
+    default:
+      return ErrorKind::driver;
+  }
+}
+
+std::string memlock_hint() {
+  rlimit limit{};
+  std::string current = "unknown";
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) {
+    current = limit.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
+                                              : std::to_string(limit.rlim_cur / 1024) + " KiB";
+  }
+  return "registered memory is pinned and counts against the locked-memory limit, now " +
+         current +
+         "; raise it (`ulimit -l unlimited`, or memlock in /etc/security/limits.conf, or "
+         "LimitMEMLOCK= for a systemd service)";
+}
+
+std::string hint_for(std::string_view verb, int errno_value) {
+  const bool registration = verb.starts_with("ibv_reg");
+  if (registration && (errno_value == ENOMEM || errno_value == EAGAIN)) return memlock_hint();
+  if (registration && errno_value == EFAULT) {
+    return "the buffer is not mapped memory of this process";
+  }
+  if (registration && errno_value == EOPNOTSUPP) {
+    return "this device or driver cannot register this kind of memory";
+  }
+  if (verb == "ibv_create_qp" && (errno_value == ENOMEM || errno_value == EINVAL)) {
+    return "a queue depth, SGE count or inline size beyond what the device offers, or the "
+           "locked-memory limit (`ulimit -l`)";
+  }
+  if (verb == "ibv_create_cq" && errno_value == ENOMEM) return memlock_hint();
+  if (verb == "ibv_post_send" && errno_value == ENOMEM) {
+    return "the send queue is full: more requests outstanding than max_send_wr; poll "
+           "completions first, or build the QP with a larger max_send_wr";
+  }
+  if (verb == "ibv_post_recv" && errno_value == ENOMEM) {
+    return "the receive queue is full: more receives posted than max_recv_wr";
+  }
+  if ((verb == "ibv_post_send" || verb == "ibv_post_recv") && errno_value == EINVAL) {
+    return "the QP is not in a state that accepts this request (an earlier error moves it to "
+           "ERR), or the request is malformed";
+  }
+  if (verb == "ibv_open_device" && (errno_value == EACCES || errno_value == EPERM)) {
+    return "no permission on /dev/infiniband/uverbs*: run as a user in the rdma group or "
+           "fix the udev rules";
+  }
+  if (verb == "ibv_get_device_list" && errno_value == ENOSYS) {
+    return "the kernel has no verbs support: load ib_uverbs and a device driver";
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string_view to_string(ErrorKind kind) noexcept {
+  switch (kind) {
+    case ErrorKind::invalid_argument: return "invalid_argument";
+    case ErrorKind::not_found: return "not_found";
+    case ErrorKind::resource: return "resource";
+    case ErrorKind::permission: return "permission";
+    case ErrorKind::unsupported: return "unsupported";
+    case ErrorKind::driver: return "driver";
+    case ErrorKind::timeout: return "timeout";
+    case ErrorKind::state: return "state";
+  }
+  return "unknown";
+}
+
+Error::Error(ErrorKind kind, std::string_view operation, int errno_value, std::string_view detail,
+             std::string_view hint)
+    : std::system_error(std::error_code(errno_value, std::generic_category())),
+      kind_(kind),
+      message_(std::make_shared<const std::string>(compose(operation, errno_value, detail, hint))),
+      operation_(operation),
+      hint_(hint) {}
+
+void throw_invalid_argument(std::string_view operation, std::string_view argument,
+                            std::string_view problem) {
+  std::string detail(argument);
+  detail += ' ';
+  detail += problem;
+  throw Error(ErrorKind::invalid_argument, operation, EINVAL, detail);
+}
+
+void throw_verb_error(std::string_view verb, int errno_value, std::string_view detail) {
+  throw Error(classify(errno_value), verb, errno_value, detail, hint_for(verb, errno_value));
+}
+
+}  // namespace ibv

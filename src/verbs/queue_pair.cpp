@@ -1,0 +1,374 @@
+// QueuePairBuilder, PreparedQueuePair and QueuePair: settings checked against the device, the
+// RESET -> INIT -> RTR -> RTS transitions, and checked posting.
+#include "ibv/verbs/queue_pair.hpp"
+
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <utility>
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+#include "ibv/verbs/error.hpp"
+
+namespace ibv {
+namespace {
+
+constexpr std::uint32_t kMaxQpNumber = 0xFFFFFF;
+constexpr std::uint8_t kDefaultReadAtomicDepth = 16;
+
+void check_limit(std::string_view setting, std::uint64_t value, std::int64_t device_limit,
+                 std::string_view limit_name) {
+  if (std::cmp_greater(value, device_limit)) {
+    throw_invalid_argument("QueuePairBuilder::build",
+                           std::string(setting) + " " + std::to_string(value),
+                           "exceeds the device's " + std::string(limit_name) + " of " +
+                               std::to_string(device_limit));
+  }
+}
+
+std::string_view state_name(ibv_qp_state state) {
+  switch (state) {
+    case IBV_QPS_RESET: return "RESET";
+    case IBV_QPS_INIT: return "INIT";
+    case IBV_QPS_RTR: return "RTR";
+    case IBV_QPS_RTS: return "RTS";
+    case IBV_QPS_SQD: return "SQD";
+    case IBV_QPS_SQE: return "SQE";
+    case IBV_QPS_ERR: return "ERR";
+    default: return "UNKNOWN";
+  }
+}
+
+// Links `requests` through their `next` pointers, posts them with one call of `post` and
+// unlinks them again (the caller's requests stay reusable one by one).
+template <typename Request, typename Native>
+void post_linked(std::span<Request> requests, ibv_qp* qp,
+                 int (*post)(ibv_qp*, Native*, Native**), std::string_view verb) {
+  if (requests.empty()) return;
+  for (std::size_t i = 0; i + 1 < requests.size(); ++i) {
+    requests[i].native().next = &requests[i + 1].native();
+  }
+  requests.back().native().next = nullptr;
+  Native* bad = nullptr;
+  const int rc = post(qp, &requests.front().native(), &bad);
+  for (auto& request : requests) request.native().next = nullptr;
+  if (rc != 0) {
+    std::string detail = "QP " + std::to_string(qp->qp_num);
+    if (bad != nullptr) detail += ", rejected wr_id " + std::to_string(bad->wr_id);
+    throw_verb_error(verb, rc, detail);
+  }
+}
+
+}  // namespace
+
+void detail::QueuePairDestroyer::operator()(ibv_qp* qp) const noexcept {
+  if (const int rc = ibv_destroy_qp(qp); rc != 0) {
+    std::fprintf(stderr, "ibverbs-cpp: ibv_destroy_qp failed (errno %d)\n", rc);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// QueuePairBuilder
+
+QueuePairBuilder::QueuePairBuilder(ProtectionDomain pd, CompletionQueue send_cq,
+                                   CompletionQueue recv_cq)
+    : pd_(std::move(pd)), send_cq_(std::move(send_cq)), recv_cq_(std::move(recv_cq)) {}
+
+QueuePairBuilder& QueuePairBuilder::port(PortNumber port) noexcept { settings_.port = port; return *this; }
+QueuePairBuilder& QueuePairBuilder::gid_index(std::uint32_t index) noexcept { settings_.gid_index = index; return *this; }
+QueuePairBuilder& QueuePairBuilder::access(RemoteAccess access) noexcept { settings_.access = access; return *this; }
+QueuePairBuilder& QueuePairBuilder::max_send_wr(QueueDepth depth) noexcept { settings_.max_send_wr = depth; return *this; }
+QueuePairBuilder& QueuePairBuilder::max_recv_wr(QueueDepth depth) noexcept { settings_.max_recv_wr = depth; return *this; }
+QueuePairBuilder& QueuePairBuilder::max_send_sge(SgeCount count) noexcept { settings_.max_send_sge = count; return *this; }
+QueuePairBuilder& QueuePairBuilder::max_recv_sge(SgeCount count) noexcept { settings_.max_recv_sge = count; return *this; }
+QueuePairBuilder& QueuePairBuilder::max_inline_data(InlineSize bytes) noexcept { settings_.max_inline_data = bytes; return *this; }
+QueuePairBuilder& QueuePairBuilder::mtu(Mtu mtu) noexcept { settings_.mtu = mtu; return *this; }
+QueuePairBuilder& QueuePairBuilder::send_psn(Psn psn) noexcept { settings_.send_psn = psn; return *this; }
+QueuePairBuilder& QueuePairBuilder::ack_timeout(AckTimeout timeout) noexcept { settings_.ack_timeout = timeout; return *this; }
+QueuePairBuilder& QueuePairBuilder::retry_count(RetryCount count) noexcept { settings_.retry_count = count; return *this; }
+QueuePairBuilder& QueuePairBuilder::rnr_retry(RnrRetryCount count) noexcept { settings_.rnr_retry = count; return *this; }
+QueuePairBuilder& QueuePairBuilder::min_rnr_timer(RnrTimer timer) noexcept { settings_.min_rnr_timer = timer; return *this; }
+QueuePairBuilder& QueuePairBuilder::max_rd_atomic(ReadAtomicDepth depth) noexcept { settings_.max_rd_atomic = depth; return *this; }
+QueuePairBuilder& QueuePairBuilder::max_dest_rd_atomic(ReadAtomicDepth depth) noexcept { settings_.max_dest_rd_atomic = depth; return *this; }
+QueuePairBuilder& QueuePairBuilder::hop_limit(std::uint8_t hops) noexcept { settings_.hop_limit = hops; return *this; }
+QueuePairBuilder& QueuePairBuilder::traffic_class(std::uint8_t traffic_class) noexcept { settings_.traffic_class = traffic_class; return *this; }
+QueuePairBuilder& QueuePairBuilder::service_level(std::uint8_t level) noexcept { settings_.service_level = level; return *this; }
+QueuePairBuilder& QueuePairBuilder::settings(const QueuePairSettings& settings) noexcept { settings_ = settings; return *this; }
+
+PreparedQueuePair QueuePairBuilder::build() const {
+  const Context& context = pd_.context();
+  if (send_cq_.context().native() != context.native() ||
+      recv_cq_.context().native() != context.native()) {
+    throw_invalid_argument("QueuePairBuilder::build", "completion queues",
+                           "belong to another device than the protection domain");
+  }
+  const auto device = context.query_device();
+  if (settings_.port.value == 0 || settings_.port.value > device.physical_port_count) {
+    throw Error(ErrorKind::not_found, "QueuePairBuilder::build", EINVAL,
+                "port " + std::to_string(settings_.port.value) + " does not exist on " +
+                    context.name() + " (ports 1.." + std::to_string(device.physical_port_count) + ")");
+  }
+
+  auto core = std::make_unique<detail::QueuePairCore>(detail::QueuePairCore{
+      pd_, send_cq_, recv_cq_, settings_, context.query_port(settings_.port), 0, Gid{}, 0, {}});
+  auto& s = core->settings;
+  check_limit("max_send_wr", s.max_send_wr.value(), device.max_qp_wr, "max_qp_wr");
+  check_limit("max_recv_wr", s.max_recv_wr.value(), device.max_qp_wr, "max_qp_wr");
+  check_limit("max_send_sge", s.max_send_sge.value(), device.max_sge, "max_sge");
+  check_limit("max_recv_sge", s.max_recv_sge.value(), device.max_sge, "max_sge");
+  if (!s.max_rd_atomic) {
+    s.max_rd_atomic = ReadAtomicDepth(static_cast<std::uint8_t>(
+        std::clamp<std::int32_t>(device.max_qp_init_rd_atom, 1, kDefaultReadAtomicDepth)));
+  }
+  if (!s.max_dest_rd_atomic) {
+    s.max_dest_rd_atomic = ReadAtomicDepth(static_cast<std::uint8_t>(
+        std::clamp<std::int32_t>(device.max_qp_rd_atom, 1, kDefaultReadAtomicDepth)));
+  }
+  check_limit("max_rd_atomic", s.max_rd_atomic->value(), device.max_qp_init_rd_atom,
+              "max_qp_init_rd_atom");
+  check_limit("max_dest_rd_atomic", s.max_dest_rd_atomic->value(), device.max_qp_rd_atom,
+              "max_qp_rd_atom");
+  if (!s.mtu) s.mtu = core->port.active_mtu;
+  if (*s.mtu > core->port.max_mtu) {
+    throw_invalid_argument("QueuePairBuilder::build", "mtu " + std::to_string(s.mtu->bytes()),
+                           "exceeds the port's max MTU of " +
+                               std::to_string(core->port.max_mtu.bytes()));
+  }
+  if (!s.send_psn) s.send_psn = Psn::random();
+
+  // GID: validated when set; chosen on Ethernet; optional on InfiniBand.
+  if (s.gid_index) {
+    core->gid_index = *s.gid_index;
+    core->gid = context.query_gid(*s.gid_index, s.port).gid;  // throws not_found with the table
+  } else if (core->port.link_layer == LinkLayer::ethernet) {
+    core->gid_index = context.default_gid_index(s.port);
+    core->gid = context.query_gid(core->gid_index, s.port).gid;
+    s.gid_index = core->gid_index;
+  } else {
+    const auto table = context.gid_table(s.port);
+    if (!table.empty()) core->gid = table.front().gid;  // sent in the endpoint; GRH stays off
+  }
+
+  ibv_qp_init_attr init{};
+  init.send_cq = send_cq_.native();
+  init.recv_cq = recv_cq_.native();
+  init.qp_type = IBV_QPT_RC;
+  init.sq_sig_all = 0;
+  init.cap.max_send_wr = s.max_send_wr.value();
+  init.cap.max_recv_wr = s.max_recv_wr.value();
+  init.cap.max_send_sge = s.max_send_sge.value();
+  init.cap.max_recv_sge = s.max_recv_sge.value();
+  init.cap.max_inline_data = s.max_inline_data.value();
+  errno = 0;
+  ibv_qp* raw = ibv_create_qp(pd_.native(), &init);
+  if (raw == nullptr) {
+    throw_verb_error("ibv_create_qp", errno != 0 ? errno : ENOMEM,
+                     "RC QP on " + context.name() + " with max_send_wr " +
+                         std::to_string(s.max_send_wr.value()) + ", max_recv_wr " +
+                         std::to_string(s.max_recv_wr.value()) + ", max_inline_data " +
+                         std::to_string(s.max_inline_data.value()));
+  }
+  core->qp.reset(raw);
+  core->max_inline_data = init.cap.max_inline_data;
+  if (core->max_inline_data < s.max_inline_data.value()) {
+    throw_invalid_argument("QueuePairBuilder::build",
+                           "max_inline_data " + std::to_string(s.max_inline_data.value()),
+                           "is more than the device grants (" +
+                               std::to_string(core->max_inline_data) + ")");
+  }
+
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = s.port.value;
+  attr.qp_access_flags = static_cast<unsigned>(s.access.native_with_local_write());
+  if (const int rc = ibv_modify_qp(raw, &attr,
+                                   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+      rc != 0) {
+    throw_verb_error("ibv_modify_qp", rc, "RESET -> INIT");
+  }
+  return PreparedQueuePair(std::move(core));
+}
+
+// ---------------------------------------------------------------------------------------------
+// PreparedQueuePair
+
+PreparedQueuePair::PreparedQueuePair(std::unique_ptr<detail::QueuePairCore> core) noexcept
+    : core_(std::move(core)) {}
+
+Endpoint PreparedQueuePair::endpoint() const {
+  return Endpoint{core_->qp->qp_num, core_->port.lid, core_->gid, core_->settings.send_psn->value()};
+}
+
+QueuePair PreparedQueuePair::handshake(const Endpoint& remote) && {
+  if (!core_) throw Error(ErrorKind::state, "PreparedQueuePair::handshake", EINVAL, "already used");
+  const auto& s = core_->settings;
+  const bool ethernet = core_->port.link_layer == LinkLayer::ethernet;
+  if (remote.qp_number > kMaxQpNumber || remote.psn > kMaxQpNumber) {
+    throw_invalid_argument("PreparedQueuePair::handshake", "remote endpoint",
+                           "has a QPN or PSN that does not fit 24 bits: " + remote.to_string());
+  }
+  if (ethernet && remote.gid.is_zero()) {
+    throw_invalid_argument("PreparedQueuePair::handshake", "remote endpoint",
+                           "has no GID, but this port is RoCE (Ethernet), where the GID is the "
+                           "address: " + remote.to_string());
+  }
+  if (!ethernet && remote.lid == 0 && !s.gid_index) {
+    throw_invalid_argument("PreparedQueuePair::handshake", "remote endpoint",
+                           "has LID 0 on an InfiniBand port; set a GID index to route by GID: " +
+                               remote.to_string());
+  }
+
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = static_cast<ibv_mtu>(s.mtu->native());
+  attr.dest_qp_num = remote.qp_number;
+  attr.rq_psn = remote.psn;
+  attr.max_dest_rd_atomic = s.max_dest_rd_atomic->value();
+  attr.min_rnr_timer = s.min_rnr_timer.code();
+  attr.ah_attr.dlid = remote.lid;
+  attr.ah_attr.sl = s.service_level;
+  attr.ah_attr.port_num = s.port.value;
+  if (ethernet || s.gid_index) {
+    attr.ah_attr.is_global = 1;
+    attr.ah_attr.grh.dgid = remote.gid.to_native();
+    attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(core_->gid_index);
+    attr.ah_attr.grh.hop_limit = s.hop_limit;
+    attr.ah_attr.grh.traffic_class = s.traffic_class;
+  }
+  if (const int rc = ibv_modify_qp(core_->qp.get(), &attr,
+                                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                                       IBV_QP_MIN_RNR_TIMER);
+      rc != 0) {
+    const std::string detail = "INIT -> RTR towards " + remote.to_string() + " from GID index " +
+                               std::to_string(core_->gid_index) + " (" + core_->gid.to_string() + ")";
+    std::string hint = ethernet
+        ? "on RoCE this is nearly always the GID: the local GID index must name an entry of "
+          "the type both sides use (RoCE v2 with IPv4 addresses is the usual one; see "
+          "`ibvcpp devices -v`), and the remote GID must be reachable from its netdev"
+        : "check the remote LID (is the subnet manager running?) and the path MTU";
+    throw Error(rc == EINVAL ? ErrorKind::invalid_argument : ErrorKind::driver, "ibv_modify_qp",
+                rc, detail, hint);
+  }
+
+  attr = {};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = s.ack_timeout.exponent();
+  attr.retry_cnt = s.retry_count.value();
+  attr.rnr_retry = s.rnr_retry.value();
+  attr.sq_psn = s.send_psn->value();
+  attr.max_rd_atomic = s.max_rd_atomic->value();
+  if (const int rc = ibv_modify_qp(core_->qp.get(), &attr,
+                                   IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                       IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+      rc != 0) {
+    throw_verb_error("ibv_modify_qp", rc, "RTR -> RTS");
+  }
+  return QueuePair(std::move(core_), remote);
+}
+
+// ---------------------------------------------------------------------------------------------
+// QueuePair
+
+QueuePair::QueuePair(std::unique_ptr<detail::QueuePairCore> core, const Endpoint& remote) noexcept
+    : core_(std::move(core)), remote_(remote) {}
+
+std::uint32_t QueuePair::qp_number() const noexcept { return core_->qp->qp_num; }
+
+Endpoint QueuePair::local_endpoint() const {
+  return Endpoint{qp_number(), core_->port.lid, core_->gid, core_->settings.send_psn->value()};
+}
+
+std::string QueuePair::query_state() const {
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  if (const int rc = ibv_query_qp(core_->qp.get(), &attr, IBV_QP_STATE, &init); rc != 0) {
+    throw_verb_error("ibv_query_qp", rc);
+  }
+  return std::string(state_name(attr.qp_state));
+}
+
+void QueuePair::check(const SendRequest& request) const {
+  constexpr std::string_view op = "QueuePair::post_send";
+  const auto& s = core_->settings;
+  const std::string what = std::string(to_string(request.opcode())) + " wr_id " +
+                           std::to_string(request.wr_id());
+  if (request.element_count() > s.max_send_sge.value()) {
+    throw_invalid_argument(op, what,
+                           "has " + std::to_string(request.element_count()) +
+                               " elements, more than the QP's max_send_sge of " +
+                               std::to_string(s.max_send_sge.value()));
+  }
+  if (request.byte_length() > core_->port.max_message_size) {
+    throw_invalid_argument(op, what,
+                           "moves " + std::to_string(request.byte_length()) +
+                               " bytes, more than the port's max message size of " +
+                               std::to_string(core_->port.max_message_size));
+  }
+  if (request.is_inline()) {
+    if (request.opcode() == SendOpcode::rdma_read) {
+      throw_invalid_argument(op, what, "is an RDMA read, which can not be inline");
+    }
+    if (request.byte_length() > core_->max_inline_data) {
+      throw_invalid_argument(op, what,
+                             "has " + std::to_string(request.byte_length()) +
+                                 " inline bytes, more than the QP's max_inline_data of " +
+                                 std::to_string(core_->max_inline_data));
+    }
+  }
+  if (const auto& remote = request.remote(); remote && request.byte_length() > remote->length()) {
+    throw_invalid_argument(op, what,
+                           "moves " + std::to_string(request.byte_length()) +
+                               " bytes, more than its " + remote->to_string() + " holds");
+  }
+}
+
+void QueuePair::check(const ReceiveRequest& request) const {
+  if (request.element_count() > core_->settings.max_recv_sge.value()) {
+    throw_invalid_argument("QueuePair::post_receive", "receive wr_id " + std::to_string(request.wr_id()),
+                           "has " + std::to_string(request.element_count()) +
+                               " elements, more than the QP's max_recv_sge of " +
+                               std::to_string(core_->settings.max_recv_sge.value()));
+  }
+}
+
+void QueuePair::post_send(SendRequest& request) const { post_send(std::span(&request, 1)); }
+
+void QueuePair::post_send(std::span<SendRequest> requests) const {
+  for (const auto& request : requests) check(request);
+  post_linked(requests, core_->qp.get(), ibv_post_send, "ibv_post_send");
+}
+
+void QueuePair::post_receive(ReceiveRequest& request) const { post_receive(std::span(&request, 1)); }
+
+void QueuePair::post_receive(std::span<ReceiveRequest> requests) const {
+  for (const auto& request : requests) check(request);
+  post_linked(requests, core_->qp.get(), ibv_post_recv, "ibv_post_recv");
+}
+
+void QueuePair::post_send(std::uint64_t wr_id, std::span<const GatherElement> data) const {
+  auto request = SendRequest::send(wr_id, data);
+  post_send(request);
+}
+
+void QueuePair::post_write(std::uint64_t wr_id, std::span<const GatherElement> data,
+                           const RemoteMemoryRegion& destination) const {
+  auto request = SendRequest::write(wr_id, data, destination);
+  post_send(request);
+}
+
+void QueuePair::post_read(std::uint64_t wr_id, std::span<const ScatterElement> into,
+                          const RemoteMemoryRegion& source) const {
+  auto request = SendRequest::read(wr_id, into, source);
+  post_send(request);
+}
+
+void QueuePair::post_receive(std::uint64_t wr_id, std::span<const ScatterElement> into) const {
+  ReceiveRequest request(wr_id, into);
+  post_receive(request);
+}
+
+}  // namespace ibv

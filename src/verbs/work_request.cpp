@@ -1,0 +1,111 @@
+// SendRequest and ReceiveRequest: filling in ibv_send_wr / ibv_recv_wr.
+#include "ibv/verbs/work_request.hpp"
+
+#include <arpa/inet.h>
+
+namespace ibv {
+namespace {
+
+// GatherElement and ScatterElement are standard-layout wrappers of one ibv_sge: a span of
+// them is an array of ibv_sge. ibv_post_send/recv only read sg_list, hence the const_cast.
+template <typename Element>
+ibv_sge* sge_array(std::span<const Element> elements) noexcept {
+  return const_cast<ibv_sge*>(&elements.data()->native());  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+}
+
+}  // namespace
+
+std::string_view to_string(SendOpcode opcode) noexcept {
+  switch (opcode) {
+    case SendOpcode::send: return "send";
+    case SendOpcode::send_with_immediate: return "send_with_immediate";
+    case SendOpcode::rdma_write: return "rdma_write";
+    case SendOpcode::rdma_write_with_immediate: return "rdma_write_with_immediate";
+    case SendOpcode::rdma_read: return "rdma_read";
+  }
+  return "unknown";
+}
+
+SendRequest::SendRequest(std::uint64_t wr_id, SendOpcode opcode, const ibv_sge* elements,
+                         std::size_t count, std::uint64_t length) noexcept
+    : opcode_(opcode), length_(length) {
+  wr_.wr_id = wr_id;
+  wr_.sg_list = count == 0 ? nullptr : const_cast<ibv_sge*>(elements);  // NOLINT
+  wr_.num_sge = static_cast<int>(count);
+  wr_.send_flags = IBV_SEND_SIGNALED;
+  switch (opcode) {
+    case SendOpcode::send: wr_.opcode = IBV_WR_SEND; break;
+    case SendOpcode::send_with_immediate: wr_.opcode = IBV_WR_SEND_WITH_IMM; break;
+    case SendOpcode::rdma_write: wr_.opcode = IBV_WR_RDMA_WRITE; break;
+    case SendOpcode::rdma_write_with_immediate: wr_.opcode = IBV_WR_RDMA_WRITE_WITH_IMM; break;
+    case SendOpcode::rdma_read: wr_.opcode = IBV_WR_RDMA_READ; break;
+  }
+}
+
+SendRequest SendRequest::send(std::uint64_t wr_id, std::span<const GatherElement> data) noexcept {
+  return {wr_id, SendOpcode::send, sge_array(data), data.size(), total_length(data)};
+}
+
+SendRequest SendRequest::send_with_immediate(std::uint64_t wr_id, std::span<const GatherElement> data,
+                                             std::uint32_t immediate) noexcept {
+  SendRequest request(wr_id, SendOpcode::send_with_immediate, sge_array(data), data.size(),
+                      total_length(data));
+  request.wr_.imm_data = htonl(immediate);
+  return request;
+}
+
+SendRequest SendRequest::write(std::uint64_t wr_id, std::span<const GatherElement> data,
+                               const RemoteMemoryRegion& destination) noexcept {
+  SendRequest request(wr_id, SendOpcode::rdma_write, sge_array(data), data.size(),
+                      total_length(data));
+  request.wr_.wr.rdma.remote_addr = destination.address();
+  request.wr_.wr.rdma.rkey = destination.rkey();
+  request.remote_ = destination;
+  return request;
+}
+
+SendRequest SendRequest::write_with_immediate(std::uint64_t wr_id, std::span<const GatherElement> data,
+                                              const RemoteMemoryRegion& destination,
+                                              std::uint32_t immediate) noexcept {
+  SendRequest request = write(wr_id, data, destination);
+  request.opcode_ = SendOpcode::rdma_write_with_immediate;
+  request.wr_.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  request.wr_.imm_data = htonl(immediate);
+  return request;
+}
+
+SendRequest SendRequest::read(std::uint64_t wr_id, std::span<const ScatterElement> into,
+                              const RemoteMemoryRegion& source) noexcept {
+  SendRequest request(wr_id, SendOpcode::rdma_read, sge_array(into), into.size(),
+                      total_length(into));
+  request.wr_.wr.rdma.remote_addr = source.address();
+  request.wr_.wr.rdma.rkey = source.rkey();
+  request.remote_ = source;
+  return request;
+}
+
+SendRequest& SendRequest::unsignaled() noexcept {
+  wr_.send_flags &= ~static_cast<unsigned>(IBV_SEND_SIGNALED);
+  return *this;
+}
+SendRequest& SendRequest::inline_data() noexcept {
+  wr_.send_flags |= IBV_SEND_INLINE;
+  return *this;
+}
+SendRequest& SendRequest::fence() noexcept {
+  wr_.send_flags |= IBV_SEND_FENCE;
+  return *this;
+}
+SendRequest& SendRequest::solicited() noexcept {
+  wr_.send_flags |= IBV_SEND_SOLICITED;
+  return *this;
+}
+
+ReceiveRequest::ReceiveRequest(std::uint64_t wr_id, std::span<const ScatterElement> into) noexcept
+    : length_(total_length(into)) {
+  wr_.wr_id = wr_id;
+  wr_.sg_list = into.empty() ? nullptr : sge_array(into);
+  wr_.num_sge = static_cast<int>(into.size());
+}
+
+}  // namespace ibv

@@ -1,0 +1,101 @@
+// Shared set-up of the device tests: the device under test (from IBV_TEST_DEVICE and
+// IBV_TEST_GID_INDEX, as the testbed sets them, or the first active device) and a pair of
+// queue pairs connected to each other on it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ibv/ibv.hpp"
+
+namespace ibv {
+// Names instead of "1-byte object <02>" in test failure messages.
+inline void PrintTo(WorkStatus status, std::ostream* out) { *out << to_string(status); }
+inline void PrintTo(WorkOpcode opcode, std::ostream* out) { *out << to_string(opcode); }
+inline void PrintTo(ErrorKind kind, std::ostream* out) { *out << to_string(kind); }
+}  // namespace ibv
+
+namespace ibv::test {
+
+/// Opens IBV_TEST_DEVICE, or the first device with an active port when it is unset.
+inline Context open_test_device() {
+  if (const char* name = std::getenv("IBV_TEST_DEVICE"); name != nullptr && *name != '\0') {
+    return open_device(name);
+  }
+  return open_first_active_device();
+}
+
+/// IBV_TEST_GID_INDEX when set, else the library's own choice.
+inline std::uint32_t test_gid_index(const Context& context) {
+  if (const char* index = std::getenv("IBV_TEST_GID_INDEX"); index != nullptr && *index != '\0') {
+    return static_cast<std::uint32_t>(std::stoul(index));
+  }
+  return context.default_gid_index();
+}
+
+/// Polls `cq` until `count` completions have arrived or `timeout` passes (then the test fails
+/// and what arrived so far is returned).
+inline std::vector<WorkCompletion> poll_completions(const CompletionQueue& cq, std::size_t count,
+                                                    std::chrono::milliseconds timeout =
+                                                        std::chrono::seconds(10)) {
+  std::vector<WorkCompletion> result;
+  std::array<WorkCompletion, 16> batch{};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (result.size() < count) {
+    for (const auto& completion : cq.poll(batch)) result.push_back(completion);
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "timed out: " << result.size() << " of " << count << " completions";
+      break;
+    }
+  }
+  return result;
+}
+
+/// Polls exactly one completion (failing the test on timeout).
+inline WorkCompletion poll_one(const CompletionQueue& cq) {
+  auto completions = poll_completions(cq, 1);
+  return completions.empty() ? WorkCompletion{} : completions.front();
+}
+
+/// Two RC queue pairs on the test device, connected to each other (a and b), each with its own
+/// CQ, on one protection domain.
+class ConnectedPair : public ::testing::Test {
+ protected:
+  void SetUp() override { connect(QueuePairSettings{}); }
+
+  /// (Re)builds the pair with `settings` (the GID index from the environment is added).
+  void connect(QueuePairSettings settings) {
+    a.reset();
+    b.reset();
+    settings.gid_index = test_gid_index(context);
+    auto prepared_a = QueuePairBuilder(pd, cq_a, cq_a).settings(settings).build();
+    auto prepared_b = QueuePairBuilder(pd, cq_b, cq_b).settings(settings).build();
+    const auto endpoint_a = prepared_a.endpoint();
+    const auto endpoint_b = prepared_b.endpoint();
+    a.emplace(std::move(prepared_a).handshake(endpoint_b));
+    b.emplace(std::move(prepared_b).handshake(endpoint_a));
+  }
+
+  Context context = open_test_device();
+  ProtectionDomain pd{context};
+  CompletionQueue cq_a{context, 256};
+  CompletionQueue cq_b{context, 256};
+  std::optional<QueuePair> a;
+  std::optional<QueuePair> b;
+};
+
+/// Fills `bytes` with a pattern that differs per `seed`, so misplaced data is visible.
+inline void fill_pattern(std::span<std::byte> bytes, unsigned seed) {
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<std::byte>((i * 31U + seed * 7U + (i >> 8U)) & 0xffU);
+  }
+}
+
+}  // namespace ibv::test

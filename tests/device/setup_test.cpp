@@ -1,0 +1,188 @@
+// Device tests of resource set-up: memory registration, queue pair building and handshake,
+// lifetimes (a QP keeps its PD and CQs alive), and set-up errors that name what is wrong.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include <vector>
+
+#include "device_fixture.hpp"
+
+namespace ibv::test {
+namespace {
+
+class Setup : public ::testing::Test {
+ protected:
+  Context context = open_test_device();
+  ProtectionDomain pd{context};
+  CompletionQueue cq{context, 16};
+};
+
+template <typename F>
+Error expect_error(F&& f, ErrorKind kind, std::string_view needle) {
+  try {
+    f();
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), kind) << error.what();
+    EXPECT_NE(std::string(error.what()).find(needle), std::string::npos)
+        << "\"" << needle << "\" not in: " << error.what();
+    return error;
+  }
+  ADD_FAILURE() << "no ibv::Error thrown (expected one mentioning \"" << needle << "\")";
+  return Error(ErrorKind::driver, "none", 0, "none");
+}
+
+TEST_F(Setup, LocalRegistrationHasKeysButNoRemoteForm) {
+  std::vector<std::byte> buffer(4096);
+  const auto mr = pd.register_local(buffer);
+  EXPECT_EQ(mr.address(), reinterpret_cast<std::uintptr_t>(buffer.data()));
+  EXPECT_EQ(mr.length(), buffer.size());
+  EXPECT_EQ(mr.bytes().data(), buffer.data());
+  EXPECT_TRUE(mr.remote_access().empty());
+  expect_error([&] { (void)mr.remote(); }, ErrorKind::invalid_argument, "local use only");
+}
+
+TEST_F(Setup, RemoteAccessibleRegistrationGivesItsRemoteForm) {
+  std::vector<std::byte> buffer(8192);
+  const auto mr = pd.register_remote_accessible(buffer, RemoteAccess::write() | RemoteAccess::read());
+  const auto remote = mr.remote();
+  EXPECT_EQ(remote.address(), mr.address());
+  EXPECT_EQ(remote.length(), buffer.size());
+  EXPECT_EQ(remote.rkey(), mr.rkey());
+  EXPECT_TRUE(mr.remote_access().allows_write());
+  EXPECT_FALSE(mr.remote_access().allows_atomic());
+}
+
+TEST_F(Setup, ElementsOutsideTheirRegionAreRejected) {
+  std::vector<std::byte> buffer(1024);
+  const auto mr = pd.register_local(std::span(buffer).subspan(256, 512));
+  const std::span<std::byte> all(buffer);
+  EXPECT_EQ(mr.gather(std::span<const std::byte>(all.subspan(256, 512))).length(), 512U);
+  EXPECT_EQ(mr.scatter(all.subspan(767, 1)).length(), 1U);
+  expect_error([&] { (void)mr.gather(std::span<const std::byte>(all.subspan(255, 2))); },
+               ErrorKind::invalid_argument, "outside its memory region");
+  expect_error([&] { (void)mr.scatter(all.subspan(767, 2)); }, ErrorKind::invalid_argument,
+               "outside its memory region");
+  expect_error([&] { (void)mr.scatter(all.subspan(0, 1024)); }, ErrorKind::invalid_argument,
+               "outside its memory region");
+}
+
+TEST_F(Setup, DmabufRegistrationFailsClearlyWhereUnsupported) {
+  // rxe has no dma-buf support; other devices reject a memfd that is not a dma-buf. Either
+  // way the error must name the verb and the fd, not crash.
+  const int fd = memfd_create("not-a-dmabuf", 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  const auto error = expect_error([&] { (void)pd.register_dmabuf(fd, 0, 4096, 0, RemoteAccess::none()); },
+                                  context.name().starts_with("rxe") ? ErrorKind::unsupported
+                                                                    : ErrorKind::invalid_argument,
+                                  "ibv_reg_dmabuf_mr");
+  close(fd);
+  expect_error([&] { (void)pd.register_dmabuf(-1, 0, 4096, 0, RemoteAccess::none()); },
+               ErrorKind::invalid_argument, "fd -1");
+}
+
+TEST_F(Setup, BuilderRejectsSettingsBeyondTheDevice) {
+  const auto device = context.query_device();
+  const auto too_many = [](std::int32_t limit) { return static_cast<std::uint32_t>(limit) + 1; };
+  expect_error([&] { (void)QueuePairBuilder(pd, cq, cq).max_send_sge(SgeCount(too_many(device.max_sge))).build(); },
+               ErrorKind::invalid_argument, "max_send_sge");
+  expect_error([&] { (void)QueuePairBuilder(pd, cq, cq).max_recv_sge(SgeCount(too_many(device.max_sge))).build(); },
+               ErrorKind::invalid_argument, "max_recv_sge");
+  expect_error([&] { (void)QueuePairBuilder(pd, cq, cq).max_send_wr(QueueDepth(too_many(device.max_qp_wr))).build(); },
+               ErrorKind::invalid_argument, "max_send_wr");
+  expect_error([&] { (void)QueuePairBuilder(pd, cq, cq).port(PortNumber{2}).build(); },
+               ErrorKind::not_found, "port 2");
+  expect_error([&] { (void)QueuePairBuilder(pd, cq, cq).gid_index(1000).build(); },
+               ErrorKind::not_found, "GID index 1000");
+  const auto other_context = open_device(context.name());
+  const CompletionQueue foreign_cq(other_context, 4);
+  expect_error([&] { (void)QueuePairBuilder(pd, foreign_cq, cq).build(); },
+               ErrorKind::invalid_argument, "another device");
+}
+
+TEST_F(Setup, CompletionQueueSizeIsChecked) {
+  expect_error([&] { (void)CompletionQueue(context, 0); }, ErrorKind::invalid_argument, "min_entries 0");
+  const auto max_cqe = context.query_device().max_cqe;
+  expect_error([&] { (void)CompletionQueue(context, max_cqe + 1); }, ErrorKind::invalid_argument,
+               "max_cqe");
+  EXPECT_GE(CompletionQueue(context, 100).capacity(), 100);
+}
+
+TEST_F(Setup, EndpointDescribesThePreparedQp) {
+  const auto index = test_gid_index(context);
+  auto prepared = QueuePairBuilder(pd, cq, cq).send_psn(Psn(0x123456)).build();
+  const auto endpoint = prepared.endpoint();
+  EXPECT_NE(endpoint.qp_number, 0U);
+  EXPECT_EQ(endpoint.psn, 0x123456U);
+  EXPECT_EQ(endpoint.lid, context.query_port().lid);
+  if (context.query_port().link_layer == LinkLayer::ethernet) {
+    EXPECT_EQ(prepared.gid_index(), index);  // chosen automatically
+    EXPECT_EQ(endpoint.gid, context.query_gid(index).gid);
+  }
+  EXPECT_EQ(Endpoint::from_json(endpoint.to_json()), endpoint);
+  EXPECT_EQ(Endpoint::from_bytes(endpoint.to_bytes()), endpoint);
+}
+
+TEST_F(Setup, LoopbackHandshakeWithItsOwnEndpointReachesRts) {
+  auto prepared = QueuePairBuilder(pd, cq, cq).build();
+  const auto self = prepared.endpoint();
+  const auto qp = std::move(prepared).handshake(self);
+  EXPECT_EQ(qp.query_state(), "RTS");
+  EXPECT_EQ(qp.remote_endpoint(), self);
+  EXPECT_EQ(qp.local_endpoint(), self);
+
+  std::vector<std::byte> buffer(64);
+  fill_pattern(std::span(buffer).first(32), 5);
+  const auto mr = pd.register_local(buffer);
+  const std::array receive{mr.scatter(std::span(buffer).last(32))};
+  const std::array send{mr.gather(std::span<const std::byte>(buffer).first(32))};
+  qp.post_receive(1, receive);
+  qp.post_send(2, send);
+  const auto completions = poll_completions(cq, 2);
+  ASSERT_EQ(completions.size(), 2U);
+  for (const auto& c : completions) EXPECT_TRUE(c.ok()) << c.to_string();
+  EXPECT_TRUE(std::equal(buffer.begin(), buffer.begin() + 32, buffer.begin() + 32));
+}
+
+TEST_F(Setup, HandshakeRejectsAnEndpointWithoutAddress) {
+  if (context.query_port().link_layer != LinkLayer::ethernet) GTEST_SKIP() << "RoCE only";
+  auto prepared = QueuePairBuilder(pd, cq, cq).build();
+  Endpoint remote = prepared.endpoint();
+  remote.gid = Gid{};
+  expect_error([&] { (void)std::move(prepared).handshake(remote); }, ErrorKind::invalid_argument,
+               "no GID");
+}
+
+TEST_F(Setup, QueuePairKeepsItsProtectionDomainAndQueuesAlive) {
+  std::vector<std::byte> buffer(128);
+  fill_pattern(std::span(buffer).first(64), 9);
+  std::optional<QueuePair> qp;
+  std::optional<MemoryRegion> mr;
+  {
+    // Every handle the user made goes out of scope here; the QP and the MR must hold on.
+    const Context local_context = open_test_device();
+    const ProtectionDomain local_pd(local_context);
+    const CompletionQueue local_cq(local_context, 8);
+    auto prepared = QueuePairBuilder(local_pd, local_cq, local_cq).build();
+    const auto self = prepared.endpoint();
+    qp.emplace(std::move(prepared).handshake(self));
+    mr.emplace(local_pd.register_local(buffer));
+  }
+  EXPECT_EQ(qp->send_cq().shared().use_count(), 2);  // the QP's core holds it as send and recv CQ
+  const std::array receive{mr->scatter(std::span(buffer).last(64))};
+  const std::array send{mr->gather(std::span<const std::byte>(buffer).first(64))};
+  qp->post_receive(1, receive);
+  qp->post_send(2, send);
+  const auto completions = poll_completions(qp->send_cq(), 2);
+  ASSERT_EQ(completions.size(), 2U);
+  for (const auto& c : completions) EXPECT_TRUE(c.ok()) << c.to_string();
+  EXPECT_TRUE(std::equal(buffer.begin(), buffer.begin() + 64, buffer.begin() + 64));
+  // Destroying the QP first, then the MR, releases the rest in order without errors.
+  qp.reset();
+  mr.reset();
+}
+
+}  // namespace
+}  // namespace ibv::test
