@@ -16,7 +16,7 @@ class Psn {
   /// A random PSN (what verbs programs conventionally start with).
   [[nodiscard]] static Psn random();
   [[nodiscard]] constexpr std::uint32_t value() const noexcept { return value_; }
-  friend constexpr bool operator==(Psn, Psn) noexcept = default;
+  friend bool operator==(Psn, Psn) noexcept = default;
 
  private:
   std::uint32_t value_;
@@ -121,7 +121,7 @@ class QueueDepth {
   /// Throws ibv::Error (invalid_argument) for 0 or above 2^31 - 1.
   explicit QueueDepth(std::uint32_t entries);
   [[nodiscard]] constexpr std::uint32_t value() const noexcept { return entries_; }
-  friend constexpr bool operator==(QueueDepth, QueueDepth) noexcept = default;
+  friend bool operator==(QueueDepth, QueueDepth) noexcept = default;
 
  private:
   std::uint32_t entries_;
@@ -134,7 +134,7 @@ class SgeCount {
   /// Throws ibv::Error (invalid_argument) for 0 or above 2^31 - 1.
   explicit SgeCount(std::uint32_t count);
   [[nodiscard]] constexpr std::uint32_t value() const noexcept { return count_; }
-  friend constexpr bool operator==(SgeCount, SgeCount) noexcept = default;
+  friend bool operator==(SgeCount, SgeCount) noexcept = default;
 
  private:
   std::uint32_t count_;
@@ -148,7 +148,7 @@ class InlineSize {
   /// Throws ibv::Error (invalid_argument) above 64 KiB, more than any device inlines.
   explicit InlineSize(std::uint32_t bytes);
   [[nodiscard]] constexpr std::uint32_t value() const noexcept { return bytes_; }
-  friend constexpr bool operator==(InlineSize, InlineSize) noexcept = default;
+  friend bool operator==(InlineSize, InlineSize) noexcept = default;
 
  private:
   std::uint32_t bytes_;
@@ -161,7 +161,7 @@ class ReadAtomicDepth {
   /// Throws ibv::Error (invalid_argument) for 0.
   explicit ReadAtomicDepth(std::uint8_t depth);
   [[nodiscard]] constexpr std::uint8_t value() const noexcept { return depth_; }
-  friend constexpr bool operator==(ReadAtomicDepth, ReadAtomicDepth) noexcept = default;
+  friend bool operator==(ReadAtomicDepth, ReadAtomicDepth) noexcept = default;
 
  private:
   std::uint8_t depth_;

@@ -1,0 +1,53 @@
+# ibverbs-cpp developer commands (`make help`). CMake does the real work; see CMakePresets.json.
+#
+#   make demo      install deps, build (ci preset), run the examples (here or in the testbed)
+#   make test      install deps, build (ci preset, -Werror), run unit + install + device tests
+#   make build     install deps, configure and build (PRESET=ci by default: dev, ci, release)
+#   make lint      clang-format --dry-run -Werror and clang-tidy over include/ src/ tests/ examples/
+#   make format    apply clang-format in place
+#   make install   build and install to PREFIX (default /usr/local)
+#   make clean     remove build/
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+PRESET ?= ci
+BUILD_DIR = build/$(PRESET)
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# cmake runs its own make: keep ours (flags, jobserver, "Entering directory") out of it.
+CMAKE := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
+
+.PHONY: help deps configure build test demo lint format install clean
+
+help:
+	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
+
+deps:
+	@scripts/install-deps
+
+configure: deps
+	$(CMAKE) --preset $(PRESET)
+
+build: configure
+	$(CMAKE) --build --preset $(PRESET) --parallel $(JOBS)
+
+test: build
+	scripts/run-tests $(BUILD_DIR)
+
+demo: build
+	scripts/demo $(BUILD_DIR)
+
+# clang-tidy reads build/ci/compile_commands.json, whatever PRESET is.
+lint: deps
+	$(CMAKE) --preset ci >/dev/null
+	scripts/lint build/ci
+
+format: deps
+	scripts/lint --fix
+
+install: build
+	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
+
+clean:
+	rm -rf build
