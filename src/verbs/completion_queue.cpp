@@ -39,7 +39,8 @@ std::span<WorkCompletion> CompletionQueue::poll(std::span<WorkCompletion> out) c
   const auto capacity =
       static_cast<int>(std::min<std::size_t>(out.size(), std::numeric_limits<int>::max()));
   // WorkCompletion is standard-layout with a single ibv_wc member: pointer-interconvertible.
-  auto* raw = reinterpret_cast<ibv_wc*>(out.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+  auto* raw =
+      reinterpret_cast<ibv_wc*>(out.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
   const int polled = ibv_poll_cq(cq_.get(), capacity, raw);
   if (polled < 0) {
     throw Error(ErrorKind::driver, "ibv_poll_cq", EIO, "the completion queue is broken",

@@ -42,8 +42,11 @@ GidType gid_type_of(std::uint32_t type) {
 }
 
 GidEntry entry_of(const ibv_gid_entry& raw) {
-  GidEntry entry{Gid(raw.gid), raw.gid_index, static_cast<std::uint8_t>(raw.port_num),
-                 gid_type_of(raw.gid_type), {}};
+  GidEntry entry{Gid(raw.gid),
+                 raw.gid_index,
+                 static_cast<std::uint8_t>(raw.port_num),
+                 gid_type_of(raw.gid_type),
+                 {}};
   if (raw.ndev_ifindex != 0) {
     std::array<char, IF_NAMESIZE> name{};
     if (if_indextoname(raw.ndev_ifindex, name.data()) != nullptr) entry.netdev = name.data();
@@ -63,14 +66,20 @@ std::string list_entries(const std::vector<GidEntry>& entries) {
 
 }  // namespace
 
+namespace {
+// Checked before the shared_ptr exists: its deleter must never see a null context.
+ibv_context* non_null(ibv_context* context) {
+  if (context == nullptr) throw_invalid_argument("Context", "context", "is null");
+  return context;
+}
+}  // namespace
+
 Context::Context(ibv_context* owned)
-    : context_(owned, [](ibv_context* context) {
-        if (const int rc = ibv_close_device(context); rc != 0) {
+    : context_(non_null(owned), [](ibv_context* context) {
+        if (ibv_close_device(context) != 0) {
           std::fprintf(stderr, "ibverbs-cpp: ibv_close_device failed (errno %d)\n", errno);
         }
-      }) {
-  if (owned == nullptr) throw_invalid_argument("Context", "context", "is null");
-}
+      }) {}
 
 std::string Context::name() const { return ibv_get_device_name(context_->device); }
 
@@ -139,14 +148,15 @@ std::vector<GidEntry> Context::gid_table(PortNumber port) const {
 GidEntry Context::query_gid(std::uint32_t index, PortNumber port) const {
   const auto length = query_port(port).gid_table_length;
   ibv_gid_entry raw{};
-  const int rc = index < length ? ibv_query_gid_ex(context_.get(), port.value, index, &raw, 0)
-                                : ENODATA;
+  const int rc =
+      index < length ? ibv_query_gid_ex(context_.get(), port.value, index, &raw, 0) : ENODATA;
   if (rc == 0) return entry_of(raw);
   if (rc != ENODATA && rc != EINVAL) throw_verb_error("ibv_query_gid_ex", rc, name());
   throw Error(ErrorKind::not_found, "query_gid", rc,
               "GID index " + std::to_string(index) + " is not a valid entry of " + name() +
                   " port " + std::to_string(port.value) + " (table length " +
-                  std::to_string(length) + "; valid entries: " + list_entries(gid_table(port)) + ")",
+                  std::to_string(length) + "; valid entries: " + list_entries(gid_table(port)) +
+                  ")",
               "leave the GID index unset to choose the RoCE v2 IPv4 entry automatically");
 }
 
@@ -206,14 +216,16 @@ std::string PortAttributes::to_string() const {
 
 std::string DeviceAttributes::to_string() const {
   return "firmware " + (firmware_version.empty() ? std::string("-") : firmware_version) +
-         ", vendor 0x" + [this] {
+         ", vendor 0x" +
+         [this] {
            std::array<char, 12> hex{};
            std::snprintf(hex.data(), hex.size(), "%x", vendor_id);
            return std::string(hex.data());
-         }() + ", " + std::to_string(physical_port_count) + " port(s), max QP " +
-         std::to_string(max_qp) + ", max QP WR " + std::to_string(max_qp_wr) + ", max SGE " +
-         std::to_string(max_sge) + ", max CQE " + std::to_string(max_cqe) + ", max MR size " +
-         std::to_string(max_mr_size) + ", atomics " + (atomics ? "yes" : "no");
+         }() +
+         ", " + std::to_string(physical_port_count) + " port(s), max QP " + std::to_string(max_qp) +
+         ", max QP WR " + std::to_string(max_qp_wr) + ", max SGE " + std::to_string(max_sge) +
+         ", max CQE " + std::to_string(max_cqe) + ", max MR size " + std::to_string(max_mr_size) +
+         ", atomics " + (atomics ? "yes" : "no");
 }
 
 }  // namespace ibv

@@ -129,17 +129,17 @@ std::string_view to_string(Transport transport) noexcept {
 }
 
 std::string DeviceInfo::to_string() const {
-  return name + "  node GUID " + node_guid.to_string() + "  " + std::string(ibv::to_string(node_type)) +
-         "  " + std::string(ibv::to_string(transport));
+  return name + "  node GUID " + node_guid.to_string() + "  " +
+         std::string(ibv::to_string(node_type)) + "  " + std::string(ibv::to_string(transport));
 }
 
 std::vector<DeviceInfo> list_devices() {
   const DeviceList list;
   std::vector<DeviceInfo> result;
   for (ibv_device* device : list.view()) {
-    result.push_back(DeviceInfo{ibv_get_device_name(device),
-                                Guid{be64toh(ibv_get_device_guid(device))},
-                                node_type_of(device->node_type), transport_of(device->transport_type)});
+    result.push_back(
+        DeviceInfo{ibv_get_device_name(device), Guid{be64toh(ibv_get_device_guid(device))},
+                   node_type_of(device->node_type), transport_of(device->transport_type)});
   }
   return result;
 }
@@ -149,10 +149,10 @@ Context open_device(std::string_view name) {
   for (ibv_device* device : list.view()) {
     if (name == ibv_get_device_name(device)) return open(device);
   }
-  throw Error(ErrorKind::not_found, "open_device", ENODEV,
-              "no RDMA device named \"" + std::string(name) + "\" (devices here: " +
-                  names_of(list) + ")",
-              kNoDeviceHint);
+  throw Error(
+      ErrorKind::not_found, "open_device", ENODEV,
+      "no RDMA device named \"" + std::string(name) + "\" (devices here: " + names_of(list) + ")",
+      kNoDeviceHint);
 }
 
 Context open_first_active_device() {
@@ -165,11 +165,13 @@ Context open_first_active_device() {
       const auto state = context.query_port(PortNumber{port}).state;
       if (state == PortState::active) return context;
       if (!seen.empty()) seen += ", ";
-      seen += context.name() + " port " + std::to_string(port) + " " + std::string(to_string(state));
+      seen +=
+          context.name() + " port " + std::to_string(port) + " " + std::string(to_string(state));
     }
   }
   throw Error(ErrorKind::not_found, "open_first_active_device", ENODEV,
-              "no RDMA device has an active port (" + (seen.empty() ? std::string("no devices") : seen) + ")",
+              "no RDMA device has an active port (" +
+                  (seen.empty() ? std::string("no devices") : seen) + ")",
               kNoDeviceHint);
 }
 

@@ -1,11 +1,11 @@
 // Endpoint wire forms: JSON (nlohmann_json, private to the library) and the fixed binary form.
 #include "ibv/verbs/endpoint.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <cstdio>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "detail/big_endian.hpp"
 #include "ibv/verbs/error.hpp"
@@ -21,7 +21,8 @@ constexpr std::uint32_t kMax24 = 0xFFFFFF;
 
 std::uint64_t unsigned_field(const nlohmann::json& object, const char* name, std::uint64_t max) {
   const auto it = object.find(name);
-  if (it == object.end()) bad("Endpoint::from_json", std::string("field \"") + name + "\" is missing");
+  if (it == object.end())
+    bad("Endpoint::from_json", std::string("field \"") + name + "\" is missing");
   if (!it->is_number_unsigned()) {
     bad("Endpoint::from_json", std::string("field \"") + name + "\" is not a non-negative integer");
   }
@@ -52,7 +53,11 @@ Endpoint Endpoint::from_json(std::string_view json) {
   const auto gid = object.find("gid");
   if (gid == object.end()) bad("Endpoint::from_json", "field \"gid\" is missing");
   if (!gid->is_string()) bad("Endpoint::from_json", "field \"gid\" is not a string");
-  endpoint.gid = Gid::from_string(gid->get<std::string>());
+  try {
+    endpoint.gid = Gid::from_string(gid->get<std::string>());
+  } catch (const Error& error) {
+    bad("Endpoint::from_json", std::string("field \"gid\" is not a GID: ") + error.what());
+  }
   return endpoint;
 }
 
@@ -80,8 +85,10 @@ Endpoint Endpoint::from_bytes(std::span<const std::byte> bytes) {
   endpoint.lid = static_cast<std::uint16_t>(detail::get_big_endian(&bytes[2], 2));
   const auto qpn = detail::get_big_endian(&bytes[4], 4);
   const auto psn = detail::get_big_endian(&bytes[8], 4);
-  if (qpn > kMax24) bad("Endpoint::from_bytes", "QPN " + std::to_string(qpn) + " does not fit 24 bits");
-  if (psn > kMax24) bad("Endpoint::from_bytes", "PSN " + std::to_string(psn) + " does not fit 24 bits");
+  if (qpn > kMax24)
+    bad("Endpoint::from_bytes", "QPN " + std::to_string(qpn) + " does not fit 24 bits");
+  if (psn > kMax24)
+    bad("Endpoint::from_bytes", "PSN " + std::to_string(psn) + " does not fit 24 bits");
   endpoint.qp_number = static_cast<std::uint32_t>(qpn);
   endpoint.psn = static_cast<std::uint32_t>(psn);
   std::array<std::uint8_t, 16> gid{};

@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -20,7 +21,8 @@ std::string compose(std::string_view operation, int errno_value, std::string_vie
   }
   if (errno_value != 0) {
     text += " (";
-    text += std::strerror(errno_value);  // NOLINT(concurrency-mt-unsafe): message text only
+    std::array<char, 128> buffer{};
+    text += strerror_r(errno_value, buffer.data(), buffer.size());  // GNU: returns the text
     text += ", errno ";
     text += std::to_string(errno_value);
     text += ")";
@@ -35,30 +37,23 @@ std::string compose(std::string_view operation, int errno_value, std::string_vie
 ErrorKind classify(int errno_value) {
   switch (errno_value) {
     case EINVAL:
-    case ERANGE:
-      return ErrorKind::invalid_argument;
+    case ERANGE: return ErrorKind::invalid_argument;
     case ENOENT:
     case ENODEV:
     case ENXIO:
-    case ENODATA:
-      return ErrorKind::not_found;
+    case ENODATA: return ErrorKind::not_found;
     case ENOMEM:
     case ENOSPC:
     case EAGAIN:
     case EMFILE:
-    case ENFILE:
-      return ErrorKind::resource;
+    case ENFILE: return ErrorKind::resource;
     case EPERM:
-    case EACCES:
-      return ErrorKind::permission;
+    case EACCES: return ErrorKind::permission;
     case EOPNOTSUPP:
     case ENOSYS:
-    case EPROTONOSUPPORT:
-      return ErrorKind::unsupported;
-    case ETIMEDOUT:
-      return ErrorKind::timeout;
-    default:
-      return ErrorKind::driver;
+    case EPROTONOSUPPORT: return ErrorKind::unsupported;
+    case ETIMEDOUT: return ErrorKind::timeout;
+    default: return ErrorKind::driver;
   }
 }
 
@@ -69,8 +64,7 @@ std::string memlock_hint() {
     current = limit.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
                                               : std::to_string(limit.rlim_cur / 1024) + " KiB";
   }
-  return "registered memory is pinned and counts against the locked-memory limit, now " +
-         current +
+  return "registered memory is pinned and counts against the locked-memory limit, now " + current +
          "; raise it (`ulimit -l unlimited`, or memlock in /etc/security/limits.conf, or "
          "LimitMEMLOCK= for a systemd service)";
 }

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -16,7 +17,9 @@ Gid::Gid(const ibv_gid& raw) noexcept { std::memcpy(bytes_.data(), raw.raw, byte
 Gid Gid::from_string(std::string_view text) {
   const std::string copy(text);
   std::array<std::uint8_t, 16> bytes{};
-  if (inet_pton(AF_INET6, copy.c_str(), bytes.data()) != 1) {
+  // inet_pton reads up to the first NUL: text with one inside must not pass as its prefix.
+  if (copy.find('\0') != std::string::npos ||
+      inet_pton(AF_INET6, copy.c_str(), bytes.data()) != 1) {
     throw_invalid_argument("Gid::from_string", "\"" + copy + "\"",
                            "is not a GID in IPv6 text form (e.g. fe80::1 or ::ffff:10.0.0.1)");
   }
@@ -30,10 +33,7 @@ ibv_gid Gid::to_native() const noexcept {
 }
 
 bool Gid::is_zero() const noexcept {
-  for (const auto b : bytes_) {
-    if (b != 0) return false;
-  }
-  return true;
+  return std::ranges::all_of(bytes_, [](std::uint8_t b) { return b == 0; });
 }
 
 bool Gid::is_ipv4_mapped() const noexcept {
@@ -66,8 +66,8 @@ std::string_view to_string(GidType type) noexcept {
 }
 
 std::string GidEntry::to_string() const {
-  std::string text = std::to_string(index) + "  " + gid.to_string() + "  " +
-                     std::string(ibv::to_string(type));
+  std::string text =
+      std::to_string(index) + "  " + gid.to_string() + "  " + std::string(ibv::to_string(type));
   if (!netdev.empty()) text += "  " + netdev;
   return text;
 }

@@ -69,10 +69,10 @@ void check_element(const MemoryRegion& mr, std::string_view operation, Span data
                            "is longer than a scatter/gather element can be (4 GiB - 1)");
   }
   if (!mr.contains(address, data.size())) {
-    throw_invalid_argument(operation,
-                           "element of " + std::to_string(data.size()) + " bytes at " + hex(address),
-                           "lies outside its memory region (" + std::to_string(mr.length()) +
-                               " bytes at " + hex(mr.address()) + ")");
+    throw_invalid_argument(
+        operation, "element of " + std::to_string(data.size()) + " bytes at " + hex(address),
+        "lies outside its memory region (" + std::to_string(mr.length()) + " bytes at " +
+            hex(mr.address()) + ")");
   }
 }
 }  // namespace

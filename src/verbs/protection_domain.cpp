@@ -27,8 +27,10 @@ ProtectionDomain::ProtectionDomain(const Context& context) : context_(context) {
   // The deleter holds the context open until the PD is gone.
   pd_ = std::shared_ptr<ibv_pd>(raw, [owner = context.shared()](ibv_pd* pd) {
     if (const int rc = ibv_dealloc_pd(pd); rc != 0) {
-      std::fprintf(stderr, "ibverbs-cpp: ibv_dealloc_pd failed (errno %d): resources created "
-                           "through native() handles are still alive\n", rc);
+      std::fprintf(stderr,
+                   "ibverbs-cpp: ibv_dealloc_pd failed (errno %d): resources created "
+                   "through native() handles are still alive\n",
+                   rc);
     }
   });
 }
@@ -54,11 +56,14 @@ MemoryRegion ProtectionDomain::register_remote_accessible(std::span<std::byte> b
 
 MemoryRegion ProtectionDomain::register_dmabuf(int fd, std::uint64_t offset, std::size_t length,
                                                std::uint64_t iova, RemoteAccess access) const {
-  if (fd < 0) throw_invalid_argument("register_dmabuf", "fd " + std::to_string(fd), "is not a file descriptor");
+  if (fd < 0) {
+    throw_invalid_argument("register_dmabuf", "fd " + std::to_string(fd),
+                           "is not a file descriptor");
+  }
   if (length == 0) throw_invalid_argument("register_dmabuf", "length", "is 0");
   errno = 0;
-  ibv_mr* mr = ibv_reg_dmabuf_mr(pd_.get(), offset, length, iova, fd,
-                                 access.native_with_local_write());
+  ibv_mr* mr =
+      ibv_reg_dmabuf_mr(pd_.get(), offset, length, iova, fd, access.native_with_local_write());
   if (mr == nullptr) {
     throw_verb_error("ibv_reg_dmabuf_mr", errno != 0 ? errno : EOPNOTSUPP,
                      "dma-buf fd " + std::to_string(fd) + ", " + std::to_string(length) +

@@ -5,10 +5,10 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
-#include <utility>
 #include <cerrno>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "ibv/verbs/error.hpp"
 
@@ -21,10 +21,9 @@ constexpr std::uint8_t kDefaultReadAtomicDepth = 16;
 void check_limit(std::string_view setting, std::uint64_t value, std::int64_t device_limit,
                  std::string_view limit_name) {
   if (std::cmp_greater(value, device_limit)) {
-    throw_invalid_argument("QueuePairBuilder::build",
-                           std::string(setting) + " " + std::to_string(value),
-                           "exceeds the device's " + std::string(limit_name) + " of " +
-                               std::to_string(device_limit));
+    throw_invalid_argument(
+        "QueuePairBuilder::build", std::string(setting) + " " + std::to_string(value),
+        "exceeds the device's " + std::string(limit_name) + " of " + std::to_string(device_limit));
   }
 }
 
@@ -44,8 +43,8 @@ std::string_view state_name(ibv_qp_state state) {
 // Links `requests` through their `next` pointers, posts them with one call of `post` and
 // unlinks them again (the caller's requests stay reusable one by one).
 template <typename Request, typename Native>
-void post_linked(std::span<Request> requests, ibv_qp* qp,
-                 int (*post)(ibv_qp*, Native*, Native**), std::string_view verb) {
+void post_linked(std::span<Request> requests, ibv_qp* qp, int (*post)(ibv_qp*, Native*, Native**),
+                 std::string_view verb) {
   if (requests.empty()) return;
   for (std::size_t i = 0; i + 1 < requests.size(); ++i) {
     requests[i].native().next = &requests[i + 1].native();
@@ -76,26 +75,86 @@ QueuePairBuilder::QueuePairBuilder(ProtectionDomain pd, CompletionQueue send_cq,
                                    CompletionQueue recv_cq)
     : pd_(std::move(pd)), send_cq_(std::move(send_cq)), recv_cq_(std::move(recv_cq)) {}
 
-QueuePairBuilder& QueuePairBuilder::port(PortNumber port) noexcept { settings_.port = port; return *this; }
-QueuePairBuilder& QueuePairBuilder::gid_index(std::uint32_t index) noexcept { settings_.gid_index = index; return *this; }
-QueuePairBuilder& QueuePairBuilder::access(RemoteAccess access) noexcept { settings_.access = access; return *this; }
-QueuePairBuilder& QueuePairBuilder::max_send_wr(QueueDepth depth) noexcept { settings_.max_send_wr = depth; return *this; }
-QueuePairBuilder& QueuePairBuilder::max_recv_wr(QueueDepth depth) noexcept { settings_.max_recv_wr = depth; return *this; }
-QueuePairBuilder& QueuePairBuilder::max_send_sge(SgeCount count) noexcept { settings_.max_send_sge = count; return *this; }
-QueuePairBuilder& QueuePairBuilder::max_recv_sge(SgeCount count) noexcept { settings_.max_recv_sge = count; return *this; }
-QueuePairBuilder& QueuePairBuilder::max_inline_data(InlineSize bytes) noexcept { settings_.max_inline_data = bytes; return *this; }
-QueuePairBuilder& QueuePairBuilder::mtu(Mtu mtu) noexcept { settings_.mtu = mtu; return *this; }
-QueuePairBuilder& QueuePairBuilder::send_psn(Psn psn) noexcept { settings_.send_psn = psn; return *this; }
-QueuePairBuilder& QueuePairBuilder::ack_timeout(AckTimeout timeout) noexcept { settings_.ack_timeout = timeout; return *this; }
-QueuePairBuilder& QueuePairBuilder::retry_count(RetryCount count) noexcept { settings_.retry_count = count; return *this; }
-QueuePairBuilder& QueuePairBuilder::rnr_retry(RnrRetryCount count) noexcept { settings_.rnr_retry = count; return *this; }
-QueuePairBuilder& QueuePairBuilder::min_rnr_timer(RnrTimer timer) noexcept { settings_.min_rnr_timer = timer; return *this; }
-QueuePairBuilder& QueuePairBuilder::max_rd_atomic(ReadAtomicDepth depth) noexcept { settings_.max_rd_atomic = depth; return *this; }
-QueuePairBuilder& QueuePairBuilder::max_dest_rd_atomic(ReadAtomicDepth depth) noexcept { settings_.max_dest_rd_atomic = depth; return *this; }
-QueuePairBuilder& QueuePairBuilder::hop_limit(std::uint8_t hops) noexcept { settings_.hop_limit = hops; return *this; }
-QueuePairBuilder& QueuePairBuilder::traffic_class(std::uint8_t traffic_class) noexcept { settings_.traffic_class = traffic_class; return *this; }
-QueuePairBuilder& QueuePairBuilder::service_level(std::uint8_t level) noexcept { settings_.service_level = level; return *this; }
-QueuePairBuilder& QueuePairBuilder::settings(const QueuePairSettings& settings) noexcept { settings_ = settings; return *this; }
+QueuePairBuilder& QueuePairBuilder::port(PortNumber port) noexcept {
+  settings_.port = port;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::gid_index(std::uint32_t index) noexcept {
+  settings_.gid_index = index;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::access(RemoteAccess access) noexcept {
+  settings_.access = access;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::max_send_wr(QueueDepth depth) noexcept {
+  settings_.max_send_wr = depth;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::max_recv_wr(QueueDepth depth) noexcept {
+  settings_.max_recv_wr = depth;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::max_send_sge(SgeCount count) noexcept {
+  settings_.max_send_sge = count;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::max_recv_sge(SgeCount count) noexcept {
+  settings_.max_recv_sge = count;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::max_inline_data(InlineSize bytes) noexcept {
+  settings_.max_inline_data = bytes;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::mtu(Mtu mtu) noexcept {
+  settings_.mtu = mtu;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::send_psn(Psn psn) noexcept {
+  settings_.send_psn = psn;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::ack_timeout(AckTimeout timeout) noexcept {
+  settings_.ack_timeout = timeout;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::retry_count(RetryCount count) noexcept {
+  settings_.retry_count = count;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::rnr_retry(RnrRetryCount count) noexcept {
+  settings_.rnr_retry = count;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::min_rnr_timer(RnrTimer timer) noexcept {
+  settings_.min_rnr_timer = timer;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::max_rd_atomic(ReadAtomicDepth depth) noexcept {
+  settings_.max_rd_atomic = depth;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::max_dest_rd_atomic(ReadAtomicDepth depth) noexcept {
+  settings_.max_dest_rd_atomic = depth;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::hop_limit(std::uint8_t hops) noexcept {
+  settings_.hop_limit = hops;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::traffic_class(std::uint8_t traffic_class) noexcept {
+  settings_.traffic_class = traffic_class;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::service_level(std::uint8_t level) noexcept {
+  settings_.service_level = level;
+  return *this;
+}
+QueuePairBuilder& QueuePairBuilder::settings(const QueuePairSettings& settings) noexcept {
+  settings_ = settings;
+  return *this;
+}
 
 PreparedQueuePair QueuePairBuilder::build() const {
   const Context& context = pd_.context();
@@ -108,7 +167,8 @@ PreparedQueuePair QueuePairBuilder::build() const {
   if (settings_.port.value == 0 || settings_.port.value > device.physical_port_count) {
     throw Error(ErrorKind::not_found, "QueuePairBuilder::build", EINVAL,
                 "port " + std::to_string(settings_.port.value) + " does not exist on " +
-                    context.name() + " (ports 1.." + std::to_string(device.physical_port_count) + ")");
+                    context.name() + " (ports 1.." + std::to_string(device.physical_port_count) +
+                    ")");
   }
 
   auto core = std::make_unique<detail::QueuePairCore>(detail::QueuePairCore{
@@ -132,9 +192,9 @@ PreparedQueuePair QueuePairBuilder::build() const {
               "max_qp_rd_atom");
   if (!s.mtu) s.mtu = core->port.active_mtu;
   if (*s.mtu > core->port.max_mtu) {
-    throw_invalid_argument("QueuePairBuilder::build", "mtu " + std::to_string(s.mtu->bytes()),
-                           "exceeds the port's max MTU of " +
-                               std::to_string(core->port.max_mtu.bytes()));
+    throw_invalid_argument(
+        "QueuePairBuilder::build", "mtu " + std::to_string(s.mtu->bytes()),
+        "exceeds the port's max MTU of " + std::to_string(core->port.max_mtu.bytes()));
   }
   if (!s.send_psn) s.send_psn = Psn::random();
 
@@ -173,10 +233,9 @@ PreparedQueuePair QueuePairBuilder::build() const {
   core->qp.reset(raw);
   core->max_inline_data = init.cap.max_inline_data;
   if (core->max_inline_data < s.max_inline_data.value()) {
-    throw_invalid_argument("QueuePairBuilder::build",
-                           "max_inline_data " + std::to_string(s.max_inline_data.value()),
-                           "is more than the device grants (" +
-                               std::to_string(core->max_inline_data) + ")");
+    throw_invalid_argument(
+        "QueuePairBuilder::build", "max_inline_data " + std::to_string(s.max_inline_data.value()),
+        "is more than the device grants (" + std::to_string(core->max_inline_data) + ")");
   }
 
   ibv_qp_attr attr{};
@@ -184,8 +243,8 @@ PreparedQueuePair QueuePairBuilder::build() const {
   attr.pkey_index = 0;
   attr.port_num = s.port.value;
   attr.qp_access_flags = static_cast<unsigned>(s.access.native_with_local_write());
-  if (const int rc = ibv_modify_qp(raw, &attr,
-                                   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  if (const int rc = ibv_modify_qp(
+          raw, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
       rc != 0) {
     throw_verb_error("ibv_modify_qp", rc, "RESET -> INIT");
   }
@@ -199,7 +258,8 @@ PreparedQueuePair::PreparedQueuePair(std::unique_ptr<detail::QueuePairCore> core
     : core_(std::move(core)) {}
 
 Endpoint PreparedQueuePair::endpoint() const {
-  return Endpoint{core_->qp->qp_num, core_->port.lid, core_->gid, core_->settings.send_psn->value()};
+  return Endpoint{core_->qp->qp_num, core_->port.lid, core_->gid,
+                  core_->settings.send_psn->value()};
 }
 
 QueuePair PreparedQueuePair::handshake(const Endpoint& remote) && {
@@ -213,12 +273,13 @@ QueuePair PreparedQueuePair::handshake(const Endpoint& remote) && {
   if (ethernet && remote.gid.is_zero()) {
     throw_invalid_argument("PreparedQueuePair::handshake", "remote endpoint",
                            "has no GID, but this port is RoCE (Ethernet), where the GID is the "
-                           "address: " + remote.to_string());
+                           "address: " +
+                               remote.to_string());
   }
   if (!ethernet && remote.lid == 0 && !s.gid_index) {
-    throw_invalid_argument("PreparedQueuePair::handshake", "remote endpoint",
-                           "has LID 0 on an InfiniBand port; set a GID index to route by GID: " +
-                               remote.to_string());
+    throw_invalid_argument(
+        "PreparedQueuePair::handshake", "remote endpoint",
+        "has LID 0 on an InfiniBand port; set a GID index to route by GID: " + remote.to_string());
   }
 
   ibv_qp_attr attr{};
@@ -238,20 +299,22 @@ QueuePair PreparedQueuePair::handshake(const Endpoint& remote) && {
     attr.ah_attr.grh.hop_limit = s.hop_limit;
     attr.ah_attr.grh.traffic_class = s.traffic_class;
   }
-  if (const int rc = ibv_modify_qp(core_->qp.get(), &attr,
-                                   IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                                       IBV_QP_MIN_RNR_TIMER);
+  if (const int rc =
+          ibv_modify_qp(core_->qp.get(), &attr,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
       rc != 0) {
     const std::string detail = "INIT -> RTR towards " + remote.to_string() + " from GID index " +
-                               std::to_string(core_->gid_index) + " (" + core_->gid.to_string() + ")";
-    std::string hint = ethernet
-        ? "on RoCE this is nearly always the GID: the local GID index must name an entry of "
-          "the type both sides use (RoCE v2 with IPv4 addresses is the usual one; see "
-          "`ibvcpp devices -v`), and the remote GID must be reachable from its netdev"
-        : "check the remote LID (is the subnet manager running?) and the path MTU";
-    throw Error(rc == EINVAL ? ErrorKind::invalid_argument : ErrorKind::driver, "ibv_modify_qp",
-                rc, detail, hint);
+                               std::to_string(core_->gid_index) + " (" + core_->gid.to_string() +
+                               ")";
+    std::string hint =
+        ethernet
+            ? "on RoCE this is nearly always the GID: the local GID index must name an entry of "
+              "the type both sides use (RoCE v2 with IPv4 addresses is the usual one; see "
+              "`ibvcpp devices -v`), and the remote GID must be reachable from its netdev"
+            : "check the remote LID (is the subnet manager running?) and the path MTU";
+    throw Error(rc == EINVAL ? ErrorKind::invalid_argument : ErrorKind::driver, "ibv_modify_qp", rc,
+                detail, hint);
   }
 
   attr = {};
@@ -294,8 +357,8 @@ std::string QueuePair::query_state() const {
 void QueuePair::check(const SendRequest& request) const {
   constexpr std::string_view op = "QueuePair::post_send";
   const auto& s = core_->settings;
-  const std::string what = std::string(to_string(request.opcode())) + " wr_id " +
-                           std::to_string(request.wr_id());
+  const std::string what =
+      std::string(to_string(request.opcode())) + " wr_id " + std::to_string(request.wr_id());
   if (request.element_count() > s.max_send_sge.value()) {
     throw_invalid_argument(op, what,
                            "has " + std::to_string(request.element_count()) +
@@ -328,7 +391,8 @@ void QueuePair::check(const SendRequest& request) const {
 
 void QueuePair::check(const ReceiveRequest& request) const {
   if (request.element_count() > core_->settings.max_recv_sge.value()) {
-    throw_invalid_argument("QueuePair::post_receive", "receive wr_id " + std::to_string(request.wr_id()),
+    throw_invalid_argument("QueuePair::post_receive",
+                           "receive wr_id " + std::to_string(request.wr_id()),
                            "has " + std::to_string(request.element_count()) +
                                " elements, more than the QP's max_recv_sge of " +
                                std::to_string(core_->settings.max_recv_sge.value()));
@@ -342,7 +406,9 @@ void QueuePair::post_send(std::span<SendRequest> requests) const {
   post_linked(requests, core_->qp.get(), ibv_post_send, "ibv_post_send");
 }
 
-void QueuePair::post_receive(ReceiveRequest& request) const { post_receive(std::span(&request, 1)); }
+void QueuePair::post_receive(ReceiveRequest& request) const {
+  post_receive(std::span(&request, 1));
+}
 
 void QueuePair::post_receive(std::span<ReceiveRequest> requests) const {
   for (const auto& request : requests) check(request);

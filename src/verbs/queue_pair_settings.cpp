@@ -13,8 +13,8 @@ namespace {
 
 // The RNR NAK timer table of the InfiniBand spec (vol. 1, table 45), in microseconds.
 constexpr std::array<std::uint32_t, 32> kRnrTimerMicros = {
-    655360, 10,    20,    30,    40,    60,    80,    120,   160,    240,    320,
-    480,    640,   960,   1280,  1920,  2560,  3840,  5120,  7680,   10240,  15360,
+    655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+    480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
     20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
 
 constexpr std::uint32_t kMaxPsn = 0xFFFFFF;
@@ -41,7 +41,8 @@ Mtu Mtu::from_native(int value) {
 
 Psn::Psn(std::uint32_t value) : value_(value) {
   if (value > kMaxPsn) {
-    throw_invalid_argument("Psn", "psn " + std::to_string(value), "does not fit 24 bits (max 16777215)");
+    throw_invalid_argument("Psn", "psn " + std::to_string(value),
+                           "does not fit 24 bits (max 16777215)");
   }
 }
 
@@ -100,15 +101,14 @@ RnrTimer::RnrTimer(std::uint8_t code) : code_(code) {
 }
 
 RnrTimer RnrTimer::at_least(std::chrono::microseconds duration) {
-  std::uint8_t best = 0;  // 655.36 ms, the longest
-  for (std::uint8_t code = 1; code < kRnrTimerMicros.size(); ++code) {
+  std::size_t best = 0;  // 655.36 ms, the longest
+  for (std::size_t code = 1; code < kRnrTimerMicros.size(); ++code) {
     const auto micros = kRnrTimerMicros[code];
-    if (micros >= duration.count() &&
-        (best == 0 || micros < kRnrTimerMicros[best])) {
+    if (micros >= duration.count() && (best == 0 || micros < kRnrTimerMicros[best])) {
       best = code;
     }
   }
-  return RnrTimer(Raw{best});
+  return RnrTimer(Raw{static_cast<std::uint8_t>(best)});
 }
 
 std::chrono::microseconds RnrTimer::duration() const noexcept {

@@ -15,17 +15,16 @@ void throw_remote_region_error(std::string_view operation, std::string_view prob
 }
 }  // namespace detail
 
-
 RemoteMemoryRegion::RemoteMemoryRegion(std::uint64_t address, std::uint64_t length,
                                        std::uint32_t rkey)
     : address_(address), length_(length), rkey_(rkey) {
   if (length > UINT64_MAX - address) {
-    detail::throw_remote_region_error("RemoteMemoryRegion",
-                                      "address + length overflows 64 bits");
+    detail::throw_remote_region_error("RemoteMemoryRegion", "address + length overflows 64 bits");
   }
 }
 
-RemoteMemoryRegion RemoteMemoryRegion::sub_region(std::uint64_t offset, std::uint64_t length) const {
+RemoteMemoryRegion RemoteMemoryRegion::sub_region(std::uint64_t offset,
+                                                  std::uint64_t length) const {
   if (offset > length_ || length > length_ - offset) {
     detail::throw_remote_region_error(
         "RemoteMemoryRegion::sub_region",
@@ -55,9 +54,9 @@ std::array<std::byte, RemoteMemoryRegion::kWireSize> RemoteMemoryRegion::to_byte
 
 RemoteMemoryRegion RemoteMemoryRegion::from_bytes(std::span<const std::byte> bytes) {
   if (bytes.size() != kWireSize) {
-    detail::throw_remote_region_error("RemoteMemoryRegion::from_bytes",
-                                      "expected " + std::to_string(kWireSize) + " bytes, got " +
-                                          std::to_string(bytes.size()));
+    detail::throw_remote_region_error(
+        "RemoteMemoryRegion::from_bytes",
+        "expected " + std::to_string(kWireSize) + " bytes, got " + std::to_string(bytes.size()));
   }
   return {detail::get_big_endian(bytes.data(), 8), detail::get_big_endian(bytes.data() + 8, 8),
           static_cast<std::uint32_t>(detail::get_big_endian(bytes.data() + 16, 4))};

@@ -35,7 +35,8 @@ std::string to_string(WorkStatus status) {
     case WorkStatus::response_timeout: return "response_timeout";
     case WorkStatus::general_error: return "general_error";
     case WorkStatus::tag_matching_error: return "tag_matching_error";
-    case WorkStatus::tag_matching_rendezvous_incomplete: return "tag_matching_rendezvous_incomplete";
+    case WorkStatus::tag_matching_rendezvous_incomplete:
+      return "tag_matching_rendezvous_incomplete";
   }
   return "unknown status " + std::to_string(static_cast<int>(status));
 }
@@ -64,14 +65,10 @@ std::string_view explain(WorkStatus status) noexcept {
       return "the peer had no receive posted, through all RNR retries";
     case WorkStatus::local_qp_operation_error:
       return "the local QP could not execute the request (e.g. inline data too long)";
-    case WorkStatus::local_access_error:
-      return "a local memory access was not permitted";
-    case WorkStatus::bad_response:
-      return "the peer sent an unexpected transport response";
-    case WorkStatus::fatal:
-      return "the device reported a fatal error";
-    default:
-      return "see the InfiniBand specification for this status";
+    case WorkStatus::local_access_error: return "a local memory access was not permitted";
+    case WorkStatus::bad_response: return "the peer sent an unexpected transport response";
+    case WorkStatus::fatal: return "the device reported a fatal error";
+    default: return "see the InfiniBand specification for this status";
   }
 }
 
@@ -112,20 +109,14 @@ namespace {
 int errno_for(WorkStatus status) {
   switch (status) {
     case WorkStatus::retry_exceeded:
-    case WorkStatus::response_timeout:
-      return ETIMEDOUT;
-    case WorkStatus::rnr_retry_exceeded:
-      return ECONNREFUSED;
+    case WorkStatus::response_timeout: return ETIMEDOUT;
+    case WorkStatus::rnr_retry_exceeded: return ECONNREFUSED;
     case WorkStatus::remote_access_error:
     case WorkStatus::local_protection_error:
-    case WorkStatus::local_access_error:
-      return EACCES;
-    case WorkStatus::local_length_error:
-      return EMSGSIZE;
-    case WorkStatus::work_request_flushed:
-      return ECANCELED;
-    default:
-      return EIO;
+    case WorkStatus::local_access_error: return EACCES;
+    case WorkStatus::local_length_error: return EMSGSIZE;
+    case WorkStatus::work_request_flushed: return ECANCELED;
+    default: return EIO;
   }
 }
 
@@ -133,19 +124,14 @@ ErrorKind kind_for(WorkStatus status) {
   switch (status) {
     case WorkStatus::retry_exceeded:
     case WorkStatus::rnr_retry_exceeded:
-    case WorkStatus::response_timeout:
-      return ErrorKind::timeout;
+    case WorkStatus::response_timeout: return ErrorKind::timeout;
     case WorkStatus::remote_access_error:
     case WorkStatus::local_protection_error:
-    case WorkStatus::local_access_error:
-      return ErrorKind::permission;
+    case WorkStatus::local_access_error: return ErrorKind::permission;
     case WorkStatus::local_length_error:
-    case WorkStatus::remote_invalid_request:
-      return ErrorKind::invalid_argument;
-    case WorkStatus::work_request_flushed:
-      return ErrorKind::state;
-    default:
-      return ErrorKind::driver;
+    case WorkStatus::remote_invalid_request: return ErrorKind::invalid_argument;
+    case WorkStatus::work_request_flushed: return ErrorKind::state;
+    default: return ErrorKind::driver;
   }
 }
 }  // namespace

@@ -10,7 +10,9 @@ namespace {
 // them is an array of ibv_sge. ibv_post_send/recv only read sg_list, hence the const_cast.
 template <typename Element>
 ibv_sge* sge_array(std::span<const Element> elements) noexcept {
-  return const_cast<ibv_sge*>(&elements.data()->native());  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+  if (elements.empty()) return nullptr;  // data() may be null: no element to take apart
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast)
+  return const_cast<ibv_sge*>(&elements.front().native());
 }
 
 }  // namespace
@@ -30,7 +32,7 @@ SendRequest::SendRequest(std::uint64_t wr_id, SendOpcode opcode, const ibv_sge* 
                          std::size_t count, std::uint64_t length) noexcept
     : opcode_(opcode), length_(length) {
   wr_.wr_id = wr_id;
-  wr_.sg_list = count == 0 ? nullptr : const_cast<ibv_sge*>(elements);  // NOLINT
+  wr_.sg_list = const_cast<ibv_sge*>(elements);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
   wr_.num_sge = static_cast<int>(count);
   wr_.send_flags = IBV_SEND_SIGNALED;
   switch (opcode) {
@@ -46,7 +48,8 @@ SendRequest SendRequest::send(std::uint64_t wr_id, std::span<const GatherElement
   return {wr_id, SendOpcode::send, sge_array(data), data.size(), total_length(data)};
 }
 
-SendRequest SendRequest::send_with_immediate(std::uint64_t wr_id, std::span<const GatherElement> data,
+SendRequest SendRequest::send_with_immediate(std::uint64_t wr_id,
+                                             std::span<const GatherElement> data,
                                              std::uint32_t immediate) noexcept {
   SendRequest request(wr_id, SendOpcode::send_with_immediate, sge_array(data), data.size(),
                       total_length(data));
@@ -64,7 +67,8 @@ SendRequest SendRequest::write(std::uint64_t wr_id, std::span<const GatherElemen
   return request;
 }
 
-SendRequest SendRequest::write_with_immediate(std::uint64_t wr_id, std::span<const GatherElement> data,
+SendRequest SendRequest::write_with_immediate(std::uint64_t wr_id,
+                                              std::span<const GatherElement> data,
                                               const RemoteMemoryRegion& destination,
                                               std::uint32_t immediate) noexcept {
   SendRequest request = write(wr_id, data, destination);
@@ -104,7 +108,7 @@ SendRequest& SendRequest::solicited() noexcept {
 ReceiveRequest::ReceiveRequest(std::uint64_t wr_id, std::span<const ScatterElement> into) noexcept
     : length_(total_length(into)) {
   wr_.wr_id = wr_id;
-  wr_.sg_list = into.empty() ? nullptr : sge_array(into);
+  wr_.sg_list = sge_array(into);
   wr_.num_sge = static_cast<int>(into.size());
 }
 

@@ -23,10 +23,10 @@ struct DeviceAttributes {
   std::uint32_t vendor_part_id = 0;
   std::uint64_t max_mr_size = 0;
   std::int32_t max_qp = 0;
-  std::int32_t max_qp_wr = 0;     ///< Largest send or receive queue depth.
-  std::int32_t max_sge = 0;       ///< Most scatter/gather elements per work request.
+  std::int32_t max_qp_wr = 0;  ///< Largest send or receive queue depth.
+  std::int32_t max_sge = 0;    ///< Most scatter/gather elements per work request.
   std::int32_t max_cq = 0;
-  std::int32_t max_cqe = 0;       ///< Largest completion queue.
+  std::int32_t max_cqe = 0;  ///< Largest completion queue.
   std::int32_t max_mr = 0;
   std::int32_t max_pd = 0;
   std::int32_t max_qp_rd_atom = 0;       ///< Outstanding RDMA reads/atomics a QP may start.

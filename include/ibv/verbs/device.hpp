@@ -20,7 +20,16 @@ struct Guid {
 };
 
 /// What kind of node a device is.
-enum class NodeType : std::uint8_t { unknown, ca, switch_node, router, rnic, usnic, usnic_udp, unspecified };
+enum class NodeType : std::uint8_t {
+  unknown,
+  ca,
+  switch_node,
+  router,
+  rnic,
+  usnic,
+  usnic_udp,
+  unspecified
+};
 /// The transport a device speaks (RoCE devices report infiniband: see Context::port for the
 /// link layer).
 enum class Transport : std::uint8_t { unknown, infiniband, iwarp, usnic, usnic_udp, unspecified };
@@ -35,7 +44,7 @@ struct DeviceInfo {
   NodeType node_type = NodeType::unknown;
   Transport transport = Transport::unknown;
 
-  /// "rxe0  guid 5054:00ff:fe12:3456  rnic  infiniband".
+  /// "rxe0  node GUID 5054:00ff:fe12:3456  RNIC  InfiniBand".
   [[nodiscard]] std::string to_string() const;
 };
 

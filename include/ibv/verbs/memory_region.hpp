@@ -68,8 +68,7 @@ class MemoryRegion {
     return gather(std::as_bytes(data));
   }
   template <typename T>
-    requires(!std::is_const_v<T>)
-  [[nodiscard]] ScatterElement scatter(std::span<T> data) const {
+  requires(!std::is_const_v<T>) [[nodiscard]] ScatterElement scatter(std::span<T> data) const {
     return scatter(std::as_writable_bytes(data));
   }
   /// Whole-region elements.

@@ -1,6 +1,7 @@
 // The path MTU of a queue pair: one of the five sizes the InfiniBand spec allows.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 
 namespace ibv {
@@ -25,7 +26,7 @@ class Mtu {
   [[nodiscard]] constexpr int native() const noexcept { return code_; }
 
   friend constexpr bool operator==(Mtu, Mtu) noexcept = default;
-  friend constexpr auto operator<=>(Mtu, Mtu) noexcept = default;
+  friend constexpr auto operator<=>(Mtu a, Mtu b) noexcept { return a.code_ <=> b.code_; }
 
  private:
   constexpr explicit Mtu(int code) noexcept : code_(code) {}

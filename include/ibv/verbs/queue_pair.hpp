@@ -26,7 +26,8 @@ namespace ibv {
 /// Unset optionals are taken from the device and port when the QP is built.
 struct QueuePairSettings {
   PortNumber port{};
-  /// GID index for RoCE and for InfiniBand with a global route; default: Context::default_gid_index.
+  /// GID index for RoCE and for InfiniBand with a global route; default:
+  /// Context::default_gid_index.
   std::optional<std::uint32_t> gid_index;
   /// Rights peers get on this QP (memory regions must grant them too).
   RemoteAccess access = RemoteAccess::all();
@@ -119,7 +120,7 @@ struct QueuePairCore {
   PortAttributes port;
   std::uint32_t gid_index = 0;
   Gid gid;
-  std::uint32_t max_inline_data = 0;  // what the device granted
+  std::uint32_t max_inline_data = 0;               // what the device granted
   std::unique_ptr<ibv_qp, QueuePairDestroyer> qp;  // declared last: destroyed first
 };
 }  // namespace detail

@@ -45,7 +45,8 @@ class RemoteMemoryRegion {
   [[nodiscard]] RemoteMemoryRegion element(std::uint64_t index) const {
     static_assert(std::is_trivially_copyable_v<T>, "only trivially copyable types travel by RDMA");
     if (index > UINT64_MAX / sizeof(T)) {
-      detail::throw_remote_region_error("RemoteMemoryRegion::element", "index * sizeof(T) overflows");
+      detail::throw_remote_region_error("RemoteMemoryRegion::element",
+                                        "index * sizeof(T) overflows");
     }
     return sub_region(index * sizeof(T), sizeof(T));
   }

@@ -1,11 +1,11 @@
 // Scatter/gather elements: pieces of registered memory named in work requests.
 #pragma once
 
+#include <infiniband/verbs.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
-
-#include <infiniband/verbs.h>
 
 namespace ibv {
 

@@ -1,12 +1,12 @@
 // Work completions: what the device reports when a work request has finished.
 #pragma once
 
+#include <infiniband/verbs.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <infiniband/verbs.h>
 
 #include "ibv/verbs/error.hpp"
 
@@ -89,7 +89,7 @@ class WorkCompletion {
   [[nodiscard]] bool is_receive() const noexcept { return (wc_.opcode & IBV_WC_RECV) != 0; }
 
   [[nodiscard]] const ibv_wc& native() const noexcept { return wc_; }
-  /// "wr_id 7 send success 4096 B" / "wr_id 3 remote_access_error (vendor 0x81)".
+  /// "wr_id 7 send success 4096 B" / "wr_id 3 remote_access_error (vendor error 0x81)".
   [[nodiscard]] std::string to_string() const;
 
  private:

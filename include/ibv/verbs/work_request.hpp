@@ -2,12 +2,12 @@
 // as values and posted without allocation.
 #pragma once
 
+#include <infiniband/verbs.h>
+
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string_view>
-
-#include <infiniband/verbs.h>
 
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
@@ -16,11 +16,12 @@ namespace ibv {
 
 /// What a send-queue work request does.
 enum class SendOpcode : std::uint8_t {
-  send,                   ///< Two-sided: consumes a receive posted by the peer.
-  send_with_immediate,    ///< Send carrying 32 bits of immediate data to the receive completion.
-  rdma_write,             ///< One-sided write into the peer's remote region.
-  rdma_write_with_immediate,  ///< Write that also consumes a peer receive, which gets the immediate.
-  rdma_read,              ///< One-sided read from the peer's remote region.
+  send,                 ///< Two-sided: consumes a receive posted by the peer.
+  send_with_immediate,  ///< Send carrying 32 bits of immediate data to the receive completion.
+  rdma_write,           ///< One-sided write into the peer's remote region.
+  rdma_write_with_immediate,  ///< Write that also consumes a peer receive, which gets the
+                              ///< immediate.
+  rdma_read,                  ///< One-sided read from the peer's remote region.
 };
 
 [[nodiscard]] std::string_view to_string(SendOpcode opcode) noexcept;
@@ -62,7 +63,9 @@ class SendRequest {
 
   [[nodiscard]] SendOpcode opcode() const noexcept { return opcode_; }
   [[nodiscard]] std::uint64_t wr_id() const noexcept { return wr_.wr_id; }
-  [[nodiscard]] bool is_signaled() const noexcept { return (wr_.send_flags & IBV_SEND_SIGNALED) != 0; }
+  [[nodiscard]] bool is_signaled() const noexcept {
+    return (wr_.send_flags & IBV_SEND_SIGNALED) != 0;
+  }
   [[nodiscard]] bool is_inline() const noexcept { return (wr_.send_flags & IBV_SEND_INLINE) != 0; }
   /// Number of scatter/gather elements.
   [[nodiscard]] std::size_t element_count() const noexcept {
