@@ -1,13 +1,14 @@
 // Device tests of resource set-up: memory registration, queue pair building and handshake,
 // lifetimes (a QP keeps its PD and CQs alive), and set-up errors that name what is wrong.
-#include <gtest/gtest.h>
-
-#include <unistd.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "device_fixture.hpp"
+#include "support/error_matchers.hpp"
 
 namespace ibv::test {
 namespace {
@@ -19,20 +20,6 @@ class Setup : public ::testing::Test {
   CompletionQueue cq{context, 16};
 };
 
-template <typename F>
-Error expect_error(F&& f, ErrorKind kind, std::string_view needle) {
-  try {
-    f();
-  } catch (const Error& error) {
-    EXPECT_EQ(error.kind(), kind) << error.what();
-    EXPECT_NE(std::string(error.what()).find(needle), std::string::npos)
-        << "\"" << needle << "\" not in: " << error.what();
-    return error;
-  }
-  ADD_FAILURE() << "no ibv::Error thrown (expected one mentioning \"" << needle << "\")";
-  return Error(ErrorKind::driver, "none", 0, "none");
-}
-
 TEST_F(Setup, LocalRegistrationHasKeysButNoRemoteForm) {
   std::vector<std::byte> buffer(4096);
   const auto mr = pd.register_local(buffer);
@@ -40,12 +27,14 @@ TEST_F(Setup, LocalRegistrationHasKeysButNoRemoteForm) {
   EXPECT_EQ(mr.length(), buffer.size());
   EXPECT_EQ(mr.bytes().data(), buffer.data());
   EXPECT_TRUE(mr.remote_access().empty());
-  expect_error([&] { (void)mr.remote(); }, ErrorKind::invalid_argument, "local use only");
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::invalid_argument, [&] { (void)mr.remote(); },
+                                     {"local use only"}));
 }
 
 TEST_F(Setup, RemoteAccessibleRegistrationGivesItsRemoteForm) {
   std::vector<std::byte> buffer(8192);
-  const auto mr = pd.register_remote_accessible(buffer, RemoteAccess::write() | RemoteAccess::read());
+  const auto mr =
+      pd.register_remote_accessible(buffer, RemoteAccess::write() | RemoteAccess::read());
   const auto remote = mr.remote();
   EXPECT_EQ(remote.address(), mr.address());
   EXPECT_EQ(remote.length(), buffer.size());
@@ -60,12 +49,16 @@ TEST_F(Setup, ElementsOutsideTheirRegionAreRejected) {
   const std::span<std::byte> all(buffer);
   EXPECT_EQ(mr.gather(std::span<const std::byte>(all.subspan(256, 512))).length(), 512U);
   EXPECT_EQ(mr.scatter(all.subspan(767, 1)).length(), 1U);
-  expect_error([&] { (void)mr.gather(std::span<const std::byte>(all.subspan(255, 2))); },
-               ErrorKind::invalid_argument, "outside its memory region");
-  expect_error([&] { (void)mr.scatter(all.subspan(767, 2)); }, ErrorKind::invalid_argument,
-               "outside its memory region");
-  expect_error([&] { (void)mr.scatter(all.subspan(0, 1024)); }, ErrorKind::invalid_argument,
-               "outside its memory region");
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::invalid_argument,
+      [&] { (void)mr.gather(std::span<const std::byte>(all.subspan(255, 2))); },
+      {"outside its memory region"}));
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::invalid_argument,
+                                     [&] { (void)mr.scatter(all.subspan(767, 2)); },
+                                     {"outside its memory region"}));
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::invalid_argument,
+                                     [&] { (void)mr.scatter(all.subspan(0, 1024)); },
+                                     {"outside its memory region"}));
 }
 
 TEST_F(Setup, DmabufRegistrationFailsClearlyWhereUnsupported) {
@@ -74,39 +67,58 @@ TEST_F(Setup, DmabufRegistrationFailsClearlyWhereUnsupported) {
   const int fd = memfd_create("not-a-dmabuf", 0);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ftruncate(fd, 4096), 0);
-  const auto error = expect_error([&] { (void)pd.register_dmabuf(fd, 0, 4096, 0, RemoteAccess::none()); },
-                                  context.name().starts_with("rxe") ? ErrorKind::unsupported
-                                                                    : ErrorKind::invalid_argument,
-                                  "ibv_reg_dmabuf_mr");
+  EXPECT_TRUE(ibv_test::throws_error(
+      context.name().starts_with("rxe") ? ErrorKind::unsupported : ErrorKind::invalid_argument,
+      [&] { (void)pd.register_dmabuf(fd, 0, 4096, 0, RemoteAccess::none()); },
+      {"ibv_reg_dmabuf_mr"}));
   close(fd);
-  expect_error([&] { (void)pd.register_dmabuf(-1, 0, 4096, 0, RemoteAccess::none()); },
-               ErrorKind::invalid_argument, "fd -1");
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::invalid_argument,
+      [&] { (void)pd.register_dmabuf(-1, 0, 4096, 0, RemoteAccess::none()); }, {"fd -1"}));
 }
 
 TEST_F(Setup, BuilderRejectsSettingsBeyondTheDevice) {
   const auto device = context.query_device();
   const auto too_many = [](std::int32_t limit) { return static_cast<std::uint32_t>(limit) + 1; };
-  expect_error([&] { (void)QueuePairBuilder(pd, cq, cq).max_send_sge(SgeCount(too_many(device.max_sge))).build(); },
-               ErrorKind::invalid_argument, "max_send_sge");
-  expect_error([&] { (void)QueuePairBuilder(pd, cq, cq).max_recv_sge(SgeCount(too_many(device.max_sge))).build(); },
-               ErrorKind::invalid_argument, "max_recv_sge");
-  expect_error([&] { (void)QueuePairBuilder(pd, cq, cq).max_send_wr(QueueDepth(too_many(device.max_qp_wr))).build(); },
-               ErrorKind::invalid_argument, "max_send_wr");
-  expect_error([&] { (void)QueuePairBuilder(pd, cq, cq).port(PortNumber{2}).build(); },
-               ErrorKind::not_found, "port 2");
-  expect_error([&] { (void)QueuePairBuilder(pd, cq, cq).gid_index(1000).build(); },
-               ErrorKind::not_found, "GID index 1000");
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::invalid_argument,
+      [&] {
+        (void)QueuePairBuilder(pd, cq, cq).max_send_sge(SgeCount(too_many(device.max_sge))).build();
+      },
+      {"max_send_sge"}));
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::invalid_argument,
+      [&] {
+        (void)QueuePairBuilder(pd, cq, cq).max_recv_sge(SgeCount(too_many(device.max_sge))).build();
+      },
+      {"max_recv_sge"}));
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::invalid_argument,
+                                     [&] {
+                                       (void)QueuePairBuilder(pd, cq, cq)
+                                           .max_send_wr(QueueDepth(too_many(device.max_qp_wr)))
+                                           .build();
+                                     },
+                                     {"max_send_wr"}));
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::not_found, [&] { (void)QueuePairBuilder(pd, cq, cq).port(PortNumber{2}).build(); },
+      {"port 2"}));
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::not_found, [&] { (void)QueuePairBuilder(pd, cq, cq).gid_index(1000).build(); },
+      {"GID index 1000"}));
   const auto other_context = open_device(context.name());
   const CompletionQueue foreign_cq(other_context, 4);
-  expect_error([&] { (void)QueuePairBuilder(pd, foreign_cq, cq).build(); },
-               ErrorKind::invalid_argument, "another device");
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::invalid_argument,
+                                     [&] { (void)QueuePairBuilder(pd, foreign_cq, cq).build(); },
+                                     {"another device"}));
 }
 
 TEST_F(Setup, CompletionQueueSizeIsChecked) {
-  expect_error([&] { (void)CompletionQueue(context, 0); }, ErrorKind::invalid_argument, "min_entries 0");
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::invalid_argument, [&] { (void)CompletionQueue(context, 0); }, {"min_entries 0"}));
   const auto max_cqe = context.query_device().max_cqe;
-  expect_error([&] { (void)CompletionQueue(context, max_cqe + 1); }, ErrorKind::invalid_argument,
-               "max_cqe");
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::invalid_argument,
+                                     [&] { (void)CompletionQueue(context, max_cqe + 1); },
+                                     {"max_cqe"}));
   EXPECT_GE(CompletionQueue(context, 100).capacity(), 100);
 }
 
@@ -151,8 +163,9 @@ TEST_F(Setup, HandshakeRejectsAnEndpointWithoutAddress) {
   auto prepared = QueuePairBuilder(pd, cq, cq).build();
   Endpoint remote = prepared.endpoint();
   remote.gid = Gid{};
-  expect_error([&] { (void)std::move(prepared).handshake(remote); }, ErrorKind::invalid_argument,
-               "no GID");
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::invalid_argument,
+                                     [&] { (void)std::move(prepared).handshake(remote); },
+                                     {"no GID"}));
 }
 
 TEST_F(Setup, QueuePairKeepsItsProtectionDomainAndQueuesAlive) {
