@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "ibv/verbs/access.hpp"
 #include "ibv/verbs/protection_domain.hpp"
@@ -62,9 +63,10 @@ class MemoryRegion {
   [[nodiscard]] GatherElement gather(std::span<const std::byte> data) const;
   /// An element for the device to write into (receive, RDMA read). Checked like gather().
   [[nodiscard]] ScatterElement scatter(std::span<std::byte> data) const;
-  /// Typed conveniences: any span of trivially copyable objects.
+  /// Typed conveniences: any span of trivially copyable objects, const or not (the device
+  /// only reads what it gathers).
   template <typename T>
-  [[nodiscard]] GatherElement gather(std::span<const T> data) const {
+  [[nodiscard]] GatherElement gather(std::span<T> data) const {
     return gather(std::as_bytes(data));
   }
   template <typename T>
