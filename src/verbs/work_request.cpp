@@ -53,7 +53,7 @@ SendRequest SendRequest::send_with_immediate(std::uint64_t wr_id,
                                              std::uint32_t immediate) noexcept {
   SendRequest request(wr_id, SendOpcode::send_with_immediate, sge_array(data), data.size(),
                       total_length(data));
-  request.wr_.imm_data = htonl(immediate);
+  request.set_immediate(immediate);
   return request;
 }
 
@@ -61,9 +61,7 @@ SendRequest SendRequest::write(std::uint64_t wr_id, std::span<const GatherElemen
                                const RemoteMemoryRegion& destination) noexcept {
   SendRequest request(wr_id, SendOpcode::rdma_write, sge_array(data), data.size(),
                       total_length(data));
-  request.wr_.wr.rdma.remote_addr = destination.address();
-  request.wr_.wr.rdma.rkey = destination.rkey();
-  request.remote_ = destination;
+  request.set_remote(destination);
   return request;
 }
 
@@ -71,10 +69,10 @@ SendRequest SendRequest::write_with_immediate(std::uint64_t wr_id,
                                               std::span<const GatherElement> data,
                                               const RemoteMemoryRegion& destination,
                                               std::uint32_t immediate) noexcept {
-  SendRequest request = write(wr_id, data, destination);
-  request.opcode_ = SendOpcode::rdma_write_with_immediate;
-  request.wr_.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  request.wr_.imm_data = htonl(immediate);
+  SendRequest request(wr_id, SendOpcode::rdma_write_with_immediate, sge_array(data), data.size(),
+                      total_length(data));
+  request.set_remote(destination);
+  request.set_immediate(immediate);
   return request;
 }
 
@@ -82,10 +80,18 @@ SendRequest SendRequest::read(std::uint64_t wr_id, std::span<const ScatterElemen
                               const RemoteMemoryRegion& source) noexcept {
   SendRequest request(wr_id, SendOpcode::rdma_read, sge_array(into), into.size(),
                       total_length(into));
-  request.wr_.wr.rdma.remote_addr = source.address();
-  request.wr_.wr.rdma.rkey = source.rkey();
-  request.remote_ = source;
+  request.set_remote(source);
   return request;
+}
+
+void SendRequest::set_remote(const RemoteMemoryRegion& remote) noexcept {
+  wr_.wr.rdma.remote_addr = remote.address();
+  wr_.wr.rdma.rkey = remote.rkey();
+  remote_ = remote;
+}
+
+void SendRequest::set_immediate(std::uint32_t immediate) noexcept {
+  wr_.imm_data = htonl(immediate);  // the wire carries it big-endian
 }
 
 SendRequest& SendRequest::unsignaled() noexcept {

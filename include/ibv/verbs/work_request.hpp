@@ -83,6 +83,8 @@ class SendRequest {
  private:
   SendRequest(std::uint64_t wr_id, SendOpcode opcode, const ibv_sge* elements, std::size_t count,
               std::uint64_t length) noexcept;
+  void set_remote(const RemoteMemoryRegion& remote) noexcept;
+  void set_immediate(std::uint32_t immediate) noexcept;
   ibv_send_wr wr_{};
   SendOpcode opcode_;
   std::uint64_t length_ = 0;
