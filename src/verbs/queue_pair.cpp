@@ -60,6 +60,20 @@ void post_linked(std::span<Request> requests, ibv_qp* qp, int (*post)(ibv_qp*, N
   }
 }
 
+// Checks and posts receives; shared by the prepared (INIT) and connected (RTS) forms.
+void post_receives(const detail::QueuePairCore& core, std::span<ReceiveRequest> requests) {
+  const auto max_sge = core.settings.max_recv_sge.value();
+  for (const auto& request : requests) {
+    if (request.element_count() > max_sge) {
+      throw_invalid_argument("post_receive", "receive wr_id " + std::to_string(request.wr_id()),
+                             "has " + std::to_string(request.element_count()) +
+                                 " elements, more than the QP's max_recv_sge of " +
+                                 std::to_string(max_sge));
+    }
+  }
+  post_linked(requests, core.qp.get(), ibv_post_recv, "ibv_post_recv");
+}
+
 }  // namespace
 
 void detail::QueuePairDestroyer::operator()(ibv_qp* qp) const noexcept {
@@ -262,6 +276,13 @@ Endpoint PreparedQueuePair::endpoint() const {
                   core_->settings.send_psn->value()};
 }
 
+void PreparedQueuePair::post_receive(std::span<ReceiveRequest> requests) const {
+  if (!core_) {
+    throw Error(ErrorKind::state, "PreparedQueuePair::post_receive", EINVAL, "already used");
+  }
+  post_receives(*core_, requests);
+}
+
 QueuePair PreparedQueuePair::handshake(const Endpoint& remote) && {
   if (!core_) throw Error(ErrorKind::state, "PreparedQueuePair::handshake", EINVAL, "already used");
   const auto& s = core_->settings;
@@ -292,7 +313,9 @@ QueuePair PreparedQueuePair::handshake(const Endpoint& remote) && {
   attr.ah_attr.dlid = remote.lid;
   attr.ah_attr.sl = s.service_level;
   attr.ah_attr.port_num = s.port.value;
-  if (ethernet || s.gid_index) {
+  // RoCE always routes by GID. On InfiniBand a GRH is added when a GID index was set and the
+  // peer sent a GID; otherwise the LID alone addresses it (as ibv_rc_pingpong does).
+  if (ethernet || (s.gid_index && !remote.gid.is_zero())) {
     attr.ah_attr.is_global = 1;
     attr.ah_attr.grh.dgid = remote.gid.to_native();
     attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(core_->gid_index);
@@ -389,16 +412,6 @@ void QueuePair::check(const SendRequest& request) const {
   }
 }
 
-void QueuePair::check(const ReceiveRequest& request) const {
-  if (request.element_count() > core_->settings.max_recv_sge.value()) {
-    throw_invalid_argument("QueuePair::post_receive",
-                           "receive wr_id " + std::to_string(request.wr_id()),
-                           "has " + std::to_string(request.element_count()) +
-                               " elements, more than the QP's max_recv_sge of " +
-                               std::to_string(core_->settings.max_recv_sge.value()));
-  }
-}
-
 void QueuePair::post_send(SendRequest& request) const { post_send(std::span(&request, 1)); }
 
 void QueuePair::post_send(std::span<SendRequest> requests) const {
@@ -411,8 +424,7 @@ void QueuePair::post_receive(ReceiveRequest& request) const {
 }
 
 void QueuePair::post_receive(std::span<ReceiveRequest> requests) const {
-  for (const auto& request : requests) check(request);
-  post_linked(requests, core_->qp.get(), ibv_post_recv, "ibv_post_recv");
+  post_receives(*core_, requests);
 }
 
 void QueuePair::post_send(std::uint64_t wr_id, std::span<const GatherElement> data) const {

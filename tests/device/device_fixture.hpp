@@ -3,8 +3,6 @@
 // queue pairs connected to each other on it.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +10,8 @@
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "ibv/ibv.hpp"
 
@@ -42,9 +42,9 @@ inline std::uint32_t test_gid_index(const Context& context) {
 
 /// Polls `cq` until `count` completions have arrived or `timeout` passes (then the test fails
 /// and what arrived so far is returned).
-inline std::vector<WorkCompletion> poll_completions(const CompletionQueue& cq, std::size_t count,
-                                                    std::chrono::milliseconds timeout =
-                                                        std::chrono::seconds(10)) {
+inline std::vector<WorkCompletion> poll_completions(
+    const CompletionQueue& cq, std::size_t count,
+    std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   std::vector<WorkCompletion> result;
   std::array<WorkCompletion, 16> batch{};
   const auto deadline = std::chrono::steady_clock::now() + timeout;

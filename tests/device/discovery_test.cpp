@@ -1,8 +1,8 @@
 // Device tests of discovery and queries: device list, open by name, ports, GID table, and the
 // errors for a device, port or GID index that does not exist.
-#include <gtest/gtest.h>
-
 #include <algorithm>
+
+#include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
 

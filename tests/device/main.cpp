@@ -1,9 +1,9 @@
 // Entry point of the device tests: names the RDMA device under test before running, so a log
 // always says what hardware (or Soft-RoCE) the results came from.
-#include <gtest/gtest.h>
-
 #include <cstdio>
 #include <exception>
+
+#include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
 

@@ -2,12 +2,12 @@
 // send, receive, RDMA write and read, immediates, 3-element scatter/gather, inline, unsignaled,
 // batched posting and polling; and the failures a user meets (wrong rkey, short receive
 // buffer, requests that do not fit their QP or remote region).
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
 
@@ -22,7 +22,7 @@ class Operations : public ConnectedPair {
   MemoryRegion mr_a = pd.register_remote_accessible(buffer_a, RemoteAccess::all());
   MemoryRegion mr_b = pd.register_remote_accessible(buffer_b, RemoteAccess::all());
 
-  static constexpr std::size_t kSize = 64 * 1024;
+  static constexpr std::size_t kSize = 64U * 1024U;
   std::span<std::byte> a_bytes() { return buffer_a; }
   std::span<std::byte> b_bytes() { return buffer_b; }
 };
@@ -95,7 +95,8 @@ TEST_F(Operations, RdmaWriteWithImmediateConsumesAReceive) {
   fill_pattern(a_bytes().first(300), 4);
   b->post_receive(5, std::span<const ScatterElement>{});
   const std::array data{mr_a.gather(std::span<const std::byte>(a_bytes().first(300)))};
-  auto request = SendRequest::write_with_immediate(6, data, mr_b.remote().sub_region(1000, 300), 77);
+  auto request =
+      SendRequest::write_with_immediate(6, data, mr_b.remote().sub_region(1000, 300), 77);
   a->post_send(request);
   EXPECT_TRUE(poll_one(cq_a).ok());
   const auto received = poll_one(cq_b);
@@ -135,7 +136,8 @@ TEST_F(ScatterGather, SendFromThreePiecesIntoThreeOthers) {
                         mr_a.gather(std::span<const std::byte>(a_all.subspan(600, 400)))};
   // Scatter into 300 + 300 + 400 bytes at other places.
   auto b_all = b_bytes();
-  const std::array into{mr_b.scatter(b_all.subspan(5000, 300)), mr_b.scatter(b_all.subspan(9000, 300)),
+  const std::array into{mr_b.scatter(b_all.subspan(5000, 300)),
+                        mr_b.scatter(b_all.subspan(9000, 300)),
                         mr_b.scatter(b_all.subspan(20000, 400))};
   b->post_receive(1, into);
   a->post_send(2, data);
@@ -158,7 +160,8 @@ TEST_F(ScatterGather, WriteGathersAndReadScatters) {
   ASSERT_TRUE(poll_one(cq_a).ok());
   EXPECT_TRUE(same(a_all.first(3000), b_bytes().subspan(30000, 3000)));
 
-  const std::array into{mr_a.scatter(a_all.subspan(40000, 10)), mr_a.scatter(a_all.subspan(50000, 2990)),
+  const std::array into{mr_a.scatter(a_all.subspan(40000, 10)),
+                        mr_a.scatter(a_all.subspan(50000, 2990)),
                         mr_a.scatter(a_all.subspan(60000, 0))};
   a->post_read(2, into, mr_b.remote().sub_region(30000, 3000));
   ASSERT_TRUE(poll_one(cq_a).ok());
@@ -174,7 +177,8 @@ TEST_F(ScatterGather, MoreElementsThanTheQpAllowsAreRejectedBeforePosting) {
     FAIL() << "posted 4 elements on a QP with max_send_sge 3";
   } catch (const Error& error) {
     EXPECT_EQ(error.kind(), ErrorKind::invalid_argument);
-    EXPECT_NE(std::string(error.what()).find("max_send_sge of 3"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("max_send_sge of 3"), std::string::npos)
+        << error.what();
   }
   std::array<WorkCompletion, 4> none{};
   EXPECT_TRUE(cq_a.poll(none).empty());
@@ -193,8 +197,8 @@ TEST_F(Inline, InlineSendNeedsNoRegisteredSource) {
   ASSERT_GE(a->max_inline_data(), 64U);
   std::array<std::byte, 64> unregistered{};
   fill_pattern(unregistered, 8);
-  const std::array data{GatherElement::from_raw(reinterpret_cast<std::uintptr_t>(unregistered.data()),
-                                                unregistered.size(), 0)};
+  const std::array data{GatherElement::from_raw(
+      reinterpret_cast<std::uintptr_t>(unregistered.data()), unregistered.size(), 0)};
   const std::array into{mr_b.scatter(b_bytes().first(64))};
   b->post_receive(1, into);
   auto request = SendRequest::send(2, data).inline_data();
@@ -220,10 +224,10 @@ TEST_F(Inline, InlineLargerThanGrantedIsRejected) {
 }
 
 TEST_F(Operations, UnsignaledRequestsCompleteSilentlyAndInOrder) {
-  fill_pattern(a_bytes().first(4 * 1024), 9);
+  fill_pattern(a_bytes().first(4096), 9);
   std::array<GatherElement, 4> pieces{};
-  std::array<SendRequest, 4> requests{
-      SendRequest::send(0, {}), SendRequest::send(0, {}), SendRequest::send(0, {}), SendRequest::send(0, {})};
+  std::array<SendRequest, 4> requests{SendRequest::send(0, {}), SendRequest::send(0, {}),
+                                      SendRequest::send(0, {}), SendRequest::send(0, {})};
   for (std::size_t i = 0; i < 4; ++i) {
     pieces[i] = mr_a.gather(std::span<const std::byte>(a_bytes().subspan(i * 1024, 1024)));
     requests[i] = SendRequest::write(100 + i, std::span(&pieces[i], 1),

@@ -199,3 +199,33 @@ TEST_F(Setup, QueuePairKeepsItsProtectionDomainAndQueuesAlive) {
 
 }  // namespace
 }  // namespace ibv::test
+
+namespace ibv::test {
+namespace {
+
+TEST_F(Setup, ReceivesPostedBeforeTheHandshakeCatchTheFirstMessage) {
+  std::vector<std::byte> buffer(256);
+  fill_pattern(std::span(buffer).first(128), 13);
+  const auto mr = pd.register_local(buffer);
+  const CompletionQueue cq_b(context, 8);
+  auto prepared_a = QueuePairBuilder(pd, cq, cq).build();
+  auto prepared_b = QueuePairBuilder(pd, cq_b, cq_b).build();
+  // b posts its receive while still in INIT, before it is connected.
+  const std::array into{mr.scatter(std::span(buffer).last(128))};
+  std::array receives{ReceiveRequest(7, into)};
+  prepared_b.post_receive(receives);
+  const auto endpoint_a = prepared_a.endpoint();
+  const auto endpoint_b = prepared_b.endpoint();
+  const auto a = std::move(prepared_a).handshake(endpoint_b);
+  const auto b = std::move(prepared_b).handshake(endpoint_a);
+  const std::array data{mr.gather(std::span(buffer).first(128))};
+  a.post_send(8, data);
+  EXPECT_TRUE(poll_one(cq).ok());
+  const auto received = poll_one(cq_b);
+  ASSERT_TRUE(received.ok()) << received.to_string();
+  EXPECT_EQ(received.wr_id(), 7U);
+  EXPECT_TRUE(std::equal(buffer.begin(), buffer.begin() + 128, buffer.begin() + 128));
+}
+
+}  // namespace
+}  // namespace ibv::test

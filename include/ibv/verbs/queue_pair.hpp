@@ -137,9 +137,13 @@ class PreparedQueuePair {
   [[nodiscard]] std::uint32_t gid_index() const noexcept { return core_->gid_index; }
   [[nodiscard]] const QueuePairSettings& settings() const noexcept { return core_->settings; }
 
+  /// Posts receives before the QP is connected (verbs allows it from INIT), so that they are
+  /// in place before the peer's first message can arrive. Completions come once connected.
+  void post_receive(std::span<ReceiveRequest> requests) const;
+
   /// Connects to `remote` (INIT -> RTR -> RTS). Addresses by GID with a global route header on
-  /// Ethernet (RoCE) ports, by LID on InfiniBand (adding the GRH when `remote` has a GID and a
-  /// GID index was set). Connecting to its own endpoint gives a loopback QP. Throws ibv::Error
+  /// Ethernet (RoCE) ports, by LID on InfiniBand (adding the GRH when a GID index was set and
+  /// `remote` has a GID). Connecting to its own endpoint gives a loopback QP. Throws ibv::Error
   /// with a hint (on RoCE, EINVAL at RTR is nearly always the GID index or the remote GID).
   [[nodiscard]] QueuePair handshake(const Endpoint& remote) &&;
 
@@ -195,7 +199,6 @@ class QueuePair {
 
  private:
   void check(const SendRequest& request) const;
-  void check(const ReceiveRequest& request) const;
   std::unique_ptr<detail::QueuePairCore> core_;
   Endpoint remote_;
 };
