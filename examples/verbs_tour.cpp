@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ibv/ibv.hpp"
@@ -74,38 +75,39 @@ int main(int argc, char** argv) try {
   std::vector<std::byte> memory_a(4096);
   std::vector<std::byte> memory_b(4096);
   const ibv::MemoryRegion mr_a = pd.register_local(memory_a);
-  const ibv::MemoryRegion mr_b =
-      pd.register_remote_accessible(memory_b, ibv::RemoteAccess::write() | ibv::RemoteAccess::read());
+  const ibv::MemoryRegion mr_b = pd.register_remote_accessible(
+      memory_b, ibv::RemoteAccess::write() | ibv::RemoteAccess::read());
   const ibv::RemoteMemoryRegion remote_b = mr_b.remote();  // what b would hand to a
   const std::span<std::byte> a_bytes(memory_a);
   const std::span<std::byte> b_bytes(memory_b);
 
   std::printf("Moving data:\n");
-  const char greeting[] = "hello from QP a, by send";
-  std::memcpy(a_bytes.data(), greeting, sizeof greeting);
+  constexpr std::string_view greeting = "hello from QP a, by send";
+  std::memcpy(a_bytes.data(), greeting.data(), greeting.size());
   const std::array receive_into{mr_b.scatter(b_bytes.first(1024))};
   b.post_receive(1, receive_into);
-  const std::array send_from{mr_a.gather(std::span<const std::byte>(a_bytes.first(sizeof greeting)))};
+  const std::array send_from{
+      mr_a.gather(std::span<const std::byte>(a_bytes.first(greeting.size())))};
   a.post_send(2, send_from);
   wait_for_completion(cq_a);
   const auto received = wait_for_completion(cq_b);
-  check(received.byte_length() == sizeof greeting &&
-            std::memcmp(b_bytes.data(), greeting, sizeof greeting) == 0,
+  check(received.byte_length() == greeting.size() &&
+            std::memcmp(b_bytes.data(), greeting.data(), greeting.size()) == 0,
         "send -> receive (b's CQ reports the bytes)");
 
-  const char written[] = "written by a, no receive needed";
-  std::memcpy(a_bytes.data() + 1024, written, sizeof written);
+  constexpr std::string_view written = "written by a, no receive needed";
+  std::memcpy(a_bytes.data() + 1024, written.data(), written.size());
   const std::array write_from{
-      mr_a.gather(std::span<const std::byte>(a_bytes.subspan(1024, sizeof written)))};
-  a.post_write(3, write_from, remote_b.sub_region(2048, sizeof written));
+      mr_a.gather(std::span<const std::byte>(a_bytes.subspan(1024, written.size())))};
+  a.post_write(3, write_from, remote_b.sub_region(2048, written.size()));
   wait_for_completion(cq_a);
-  check(std::memcmp(b_bytes.data() + 2048, written, sizeof written) == 0,
+  check(std::memcmp(b_bytes.data() + 2048, written.data(), written.size()) == 0,
         "RDMA write into b's region at offset 2048");
 
-  const std::array read_into{mr_a.scatter(a_bytes.subspan(3072, sizeof written))};
-  a.post_read(4, read_into, remote_b.sub_region(2048, sizeof written));
+  const std::array read_into{mr_a.scatter(a_bytes.subspan(3072, written.size()))};
+  a.post_read(4, read_into, remote_b.sub_region(2048, written.size()));
   wait_for_completion(cq_a);
-  check(std::memcmp(a_bytes.data() + 3072, written, sizeof written) == 0,
+  check(std::memcmp(a_bytes.data() + 3072, written.data(), written.size()) == 0,
         "RDMA read of it back into a's region");
 
   // Bad input is refused before it reaches the device, with a message that says why.

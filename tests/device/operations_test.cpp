@@ -22,7 +22,7 @@ class Operations : public ConnectedPair {
   MemoryRegion mr_a = pd.register_remote_accessible(buffer_a, RemoteAccess::all());
   MemoryRegion mr_b = pd.register_remote_accessible(buffer_b, RemoteAccess::all());
 
-  static constexpr std::size_t kSize = 64U * 1024U;
+  static constexpr std::size_t kSize = std::size_t{64} * 1024;
   std::span<std::byte> a_bytes() { return buffer_a; }
   std::span<std::byte> b_bytes() { return buffer_b; }
 };

@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "support/error_matchers.hpp"
 #include "ibv/verbs/context.hpp"
 #include "ibv/verbs/port.hpp"
+#include "support/error_matchers.hpp"
 
 namespace {
 

@@ -232,11 +232,11 @@ TEST(ThrowVerbError, RegisterMemoryOutOfMemoryPointsToTheLockedMemoryLimit) {
 TEST(ThrowVerbError, MemlockHintReportsTheLimitInForce) {
   rlimit original{};
   ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &original), 0);
-  if (original.rlim_max != RLIM_INFINITY && original.rlim_max < 64 * 1024) {
+  if (original.rlim_max != RLIM_INFINITY && original.rlim_max < rlim_t{64} * 1024) {
     GTEST_SKIP() << "hard memlock limit below 64 KiB";
   }
   rlimit lowered = original;
-  lowered.rlim_cur = 64 * 1024;  // lowering the soft limit needs no privilege
+  lowered.rlim_cur = rlim_t{64} * 1024;  // lowering the soft limit needs no privilege
   ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &lowered), 0);
   const auto error = error_of([] { ibv::throw_verb_error("ibv_reg_mr", ENOMEM); });
   ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &original), 0);

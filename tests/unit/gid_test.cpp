@@ -87,7 +87,7 @@ TEST(Gid, RejectsBadTextNamingIt) {
 TEST(Gid, RejectsTextWithAnEmbeddedNul) {
   // The whole string_view is the text: "fe80::1" followed by a NUL and junk is not a GID.
   constexpr std::string_view kText("fe80::1\0junk", 12);
-  EXPECT_TRUE(throws_invalid_argument([] { (void)ibv::Gid::from_string(kText); }));
+  EXPECT_TRUE(throws_invalid_argument([&] { (void)ibv::Gid::from_string(kText); }));
 }
 
 TEST(Gid, ParsesOnlyTheViewNotWhatFollowsIt) {

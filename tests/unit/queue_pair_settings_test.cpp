@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "support/error_matchers.hpp"
 #include "ibv/verbs/queue_pair.hpp"
+#include "support/error_matchers.hpp"
 
 namespace {
 

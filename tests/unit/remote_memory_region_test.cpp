@@ -24,7 +24,7 @@ struct Record {
   std::uint32_t id;
   std::uint16_t flags;
   std::uint64_t count;
-  char name[6];  // NOLINT(cppcoreguidelines-avoid-c-arrays): array member on purpose
+  std::array<char, 6> name;  // an array member: its offset and size must come out right
   std::uint8_t state;
 };
 static_assert(std::is_standard_layout_v<Record> && std::is_trivially_copyable_v<Record>);
