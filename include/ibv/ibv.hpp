@@ -21,3 +21,9 @@
 #include "ibv/verbs/scatter_gather.hpp"
 #include "ibv/verbs/work_completion.hpp"
 #include "ibv/verbs/work_request.hpp"
+
+// Layer 2: channel, a safe point-to-point connection.
+#include "ibv/channel/channel.hpp"
+#include "ibv/channel/pending_work.hpp"
+#include "ibv/channel/post_options.hpp"
+#include "ibv/channel/scope.hpp"

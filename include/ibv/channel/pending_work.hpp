@@ -1,0 +1,69 @@
+// PendingWork: the handle of one posted, not yet completed work request of a Channel.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "ibv/verbs/work_completion.hpp"
+
+namespace ibv {
+
+namespace detail {
+class ChannelCore;
+class ScopeBase;
+}  // namespace detail
+
+/// One work request posted on a Channel and not yet seen complete. Move-only and
+/// `[[nodiscard]]`: dropping it by accident would let the buffers it uses be released while
+/// the device still reads or writes them.
+///
+/// - poll(): non-blocking; the completion once it has arrived (a failed one too: on the
+///   polling path a failure is a value).
+/// - wait() / wait_for(timeout): blocking; throw ibv::WorkError for a failed completion.
+/// - The destructor waits for the completion (up to the channel's drop timeout) if nobody
+///   did. It never throws: a failure or a timeout there is logged on stderr, and a request
+///   still in flight then is orphaned (its completion is discarded when it arrives; its
+///   buffers stay in use until then, or until the channel is destroyed).
+///
+/// Completions of other requests that arrive while this one is awaited are kept for their own
+/// handles: none is lost, none is delivered twice.
+class [[nodiscard]] PendingWork {
+ public:
+  /// Made by Channel::post_*; not meant to be built directly.
+  PendingWork(std::shared_ptr<detail::ChannelCore> core, std::uint64_t wr_id) noexcept;
+
+  PendingWork(PendingWork&& other) noexcept;
+  /// Settles this handle's own request first (as the destructor does), then takes `other`'s.
+  PendingWork& operator=(PendingWork&& other) noexcept;
+  PendingWork(const PendingWork&) = delete;
+  PendingWork& operator=(const PendingWork&) = delete;
+  ~PendingWork();
+
+  /// The completion if it has arrived, else nullopt. Never blocks.
+  [[nodiscard]] std::optional<WorkCompletion> poll();
+  /// Waits for the completion, at most the channel's default timeout. Throws ibv::WorkError
+  /// if it failed, ibv::Error (timeout) if it did not arrive in time (the request stays
+  /// pending: wait again, or let the destructor deal with it).
+  WorkCompletion wait();
+  /// Waits at most `timeout`; nullopt if the completion did not arrive in time. Throws
+  /// ibv::WorkError if it failed.
+  [[nodiscard]] std::optional<WorkCompletion> wait_for(std::chrono::nanoseconds timeout);
+
+  /// Whether the completion has been seen (by poll, wait or wait_for).
+  [[nodiscard]] bool is_complete() const noexcept { return completion_.has_value(); }
+  /// The channel-unique id of the request.
+  [[nodiscard]] std::uint64_t wr_id() const noexcept { return wr_id_; }
+
+ private:
+  friend class detail::ScopeBase;
+  void settle() noexcept;
+  /// Gives up on the request without waiting (its completion will be discarded).
+  void orphan() noexcept;
+  std::shared_ptr<detail::ChannelCore> core_;
+  std::uint64_t wr_id_ = 0;
+  std::optional<WorkCompletion> completion_;
+};
+
+}  // namespace ibv

@@ -1,0 +1,131 @@
+// Scopes of a Channel: ChannelScope, which Channel::scope() gives its body and which returns
+// only after all work posted through it has completed; ManualScope, where leaving work unpolled
+// is a bug; and ScopeError, what went wrong in a scope.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ibv/channel/pending_work.hpp"
+#include "ibv/channel/post_options.hpp"
+#include "ibv/verbs/error.hpp"
+#include "ibv/verbs/remote_memory_region.hpp"
+#include "ibv/verbs/scatter_gather.hpp"
+#include "ibv/verbs/work_completion.hpp"
+
+namespace ibv {
+
+/// A scope's failure: the completions that failed or did not arrive when the scope drained its
+/// work at the exit, and the body's own exception if it threw too. what() names them all.
+class ScopeError : public Error {
+ public:
+  ScopeError(std::exception_ptr body_error, std::vector<WorkCompletion> failed,
+             std::vector<std::uint64_t> timed_out, std::string_view body_message);
+
+  /// Whether the body threw (its exception is body_exception()).
+  [[nodiscard]] bool body_failed() const noexcept { return body_error_ != nullptr; }
+  [[nodiscard]] std::exception_ptr body_exception() const noexcept { return body_error_; }
+  /// Completions drained at the exit that failed, in the order they were posted.
+  [[nodiscard]] const std::vector<WorkCompletion>& failed_completions() const noexcept {
+    return failed_;
+  }
+  /// wr_ids of requests that had not completed within the channel's timeout at the exit (they
+  /// are orphaned: their buffers stay in use until they complete or the channel is destroyed).
+  [[nodiscard]] const std::vector<std::uint64_t>& timed_out() const noexcept { return timed_out_; }
+
+ private:
+  std::exception_ptr body_error_;
+  std::vector<WorkCompletion> failed_;
+  std::vector<std::uint64_t> timed_out_;
+};
+
+namespace detail {
+/// What both kinds of scope share: posting, and keeping every request's PendingWork until the
+/// scope ends. Every post_* returns a reference to that PendingWork, valid until then.
+class ScopeBase {
+ public:
+  ScopeBase(const ScopeBase&) = delete;
+  ScopeBase& operator=(const ScopeBase&) = delete;
+  ScopeBase(ScopeBase&&) = delete;
+  ScopeBase& operator=(ScopeBase&&) = delete;
+
+  PendingWork& post_send(std::span<const GatherElement> data, PostOptions options = {});
+  PendingWork& post_send_with_immediate(std::span<const GatherElement> data,
+                                        std::uint32_t immediate, PostOptions options = {});
+  PendingWork& post_receive(std::span<const ScatterElement> into);
+  PendingWork& post_write(std::span<const GatherElement> data,
+                          const RemoteMemoryRegion& destination, PostOptions options = {});
+  PendingWork& post_write_with_immediate(std::span<const GatherElement> data,
+                                         const RemoteMemoryRegion& destination,
+                                         std::uint32_t immediate, PostOptions options = {});
+  PendingWork& post_read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
+                         PostOptions options = {});
+
+  /// Requests posted through this scope so far.
+  [[nodiscard]] std::size_t size() const noexcept { return work_.size(); }
+
+ protected:
+  explicit ScopeBase(std::shared_ptr<ChannelCore> core) noexcept;
+  ~ScopeBase() = default;
+
+  /// Waits for every request not yet seen complete. Failed ones go to `failed`, ones that did
+  /// not complete in time are orphaned and go to `timed_out`, and `unpolled` gets the wr_id of
+  /// every request the caller had not seen complete. Afterwards the scope holds nothing.
+  void drain(std::vector<WorkCompletion>& failed, std::vector<std::uint64_t>& timed_out,
+             std::vector<std::uint64_t>& unpolled);
+
+  std::shared_ptr<ChannelCore> core_;
+
+ private:
+  PendingWork& keep(PendingWork work);
+  std::deque<PendingWork> work_;  // a deque: references stay valid as it grows
+};
+}  // namespace detail
+
+/// What the body of Channel::scope() posts through. The scope waits at its exit for every
+/// request the body did not see complete: the body may poll or wait on what it posted, or
+/// leave it all to the scope.
+class ChannelScope : public detail::ScopeBase {
+ public:
+  explicit ChannelScope(std::shared_ptr<detail::ChannelCore> core) noexcept;
+  ChannelScope(const ChannelScope&) = delete;
+  ChannelScope& operator=(const ChannelScope&) = delete;
+  ChannelScope(ChannelScope&&) = delete;
+  ChannelScope& operator=(ChannelScope&&) = delete;
+  ~ChannelScope();
+
+  /// Used by Channel::scope(): waits for every request, then throws ScopeError if any failed,
+  /// or rethrows `body_error` if only the body failed. Returns normally if nothing failed.
+  void finish(const std::exception_ptr& body_error);
+
+ private:
+  bool finished_ = false;
+};
+
+/// A scope without a body (Channel::manual_scope()), for code that polls or waits on every
+/// request itself, e.g. across the iterations of an event loop. Leaving a request unpolled is
+/// treated as a bug: close() throws ibv::Error (state) naming every request the caller never
+/// saw complete, after waiting for them so their buffers are free; a ManualScope destroyed
+/// without close() does the same waiting and reports the bug loudly on stderr.
+class ManualScope : public detail::ScopeBase {
+ public:
+  explicit ManualScope(std::shared_ptr<detail::ChannelCore> core) noexcept;
+  ManualScope(const ManualScope&) = delete;
+  ManualScope& operator=(const ManualScope&) = delete;
+  ManualScope(ManualScope&&) = delete;
+  ManualScope& operator=(ManualScope&&) = delete;
+  ~ManualScope();
+
+  /// Ends the scope. Throws ibv::Error (state) if any request was left unpolled (listing
+  /// them, and any that failed or timed out); returns normally if the caller saw all complete.
+  void close();
+
+ private:
+  bool closed_ = false;
+};
+
+}  // namespace ibv

@@ -1,0 +1,180 @@
+// Channel, ChannelBuilder and PreparedChannel: building, and the blocking and unpolled posts.
+#include "ibv/channel/channel.hpp"
+
+#include <cerrno>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "channel/channel_core.hpp"
+#include "ibv/verbs/error.hpp"
+
+namespace ibv {
+namespace {
+
+std::string milliseconds(std::chrono::nanoseconds duration) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(duration).count()) +
+         " ms";
+}
+
+}  // namespace
+
+ChannelBuilder::ChannelBuilder(ProtectionDomain pd) : pd_(std::move(pd)) {}
+
+ChannelBuilder& ChannelBuilder::queue_pair(const QueuePairSettings& settings) noexcept {
+  qp_ = settings;
+  return *this;
+}
+
+ChannelBuilder& ChannelBuilder::timeouts(const ChannelTimeouts& timeouts) noexcept {
+  timeouts_ = timeouts;
+  return *this;
+}
+
+ChannelBuilder& ChannelBuilder::completion_queue_size(int entries) noexcept {
+  cq_size_ = entries;
+  return *this;
+}
+
+PreparedChannel ChannelBuilder::build() const {
+  if (timeouts_.operation.count() <= 0 || timeouts_.drop.count() <= 0) {
+    throw_invalid_argument("ChannelBuilder::build", "timeouts", "must be positive");
+  }
+  // One CQ for both queues, with room for every request that can be in flight at once.
+  const auto entries = std::uint64_t{qp_.max_send_wr.value()} + qp_.max_recv_wr.value();
+  if (entries > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+    throw_invalid_argument("ChannelBuilder::build", "max_send_wr + max_recv_wr",
+                           "does not fit a completion queue");
+  }
+  if (cq_size_ && std::cmp_less(*cq_size_, entries)) {
+    throw_invalid_argument("ChannelBuilder::build",
+                           "completion_queue_size " + std::to_string(*cq_size_),
+                           "is less than max_send_wr + max_recv_wr = " + std::to_string(entries) +
+                               ", so the queue could overflow");
+  }
+  CompletionQueue cq(pd_.context(), cq_size_.value_or(static_cast<int>(entries)));
+  PreparedQueuePair qp = QueuePairBuilder(pd_, cq, cq).settings(qp_).build();
+  return {std::move(qp), std::move(cq), timeouts_};
+}
+
+PreparedChannel::PreparedChannel(PreparedQueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts)
+    : qp_(std::move(qp)), cq_(std::move(cq)), timeouts_(timeouts) {}
+
+Channel PreparedChannel::handshake(const Endpoint& remote) && {
+  return {std::move(qp_).handshake(remote), std::move(cq_), timeouts_};
+}
+
+Channel::Channel(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts)
+    : core_(std::make_shared<detail::ChannelCore>(std::move(qp), std::move(cq), timeouts)) {}
+
+const QueuePair& Channel::queue_pair() const noexcept { return core_->queue_pair(); }
+const ProtectionDomain& Channel::protection_domain() const noexcept {
+  return core_->queue_pair().protection_domain();
+}
+const ChannelTimeouts& Channel::timeouts() const noexcept { return core_->timeouts(); }
+
+namespace {
+
+/// Waits for `wr_id` as a blocking call does: the completion, WorkError if it failed, and on
+/// timeout an Error after orphaning the request.
+WorkCompletion await(detail::ChannelCore& core, std::uint64_t wr_id, Channel::Timeout timeout,
+                     std::string_view operation) {
+  const auto limit = timeout.value_or(core.timeouts().operation);
+  const auto completion = core.wait(wr_id, limit);
+  if (!completion) {
+    core.orphan(wr_id);
+    throw Error(ErrorKind::timeout, "Channel::" + std::string(operation), ETIMEDOUT,
+                std::string(operation) + " wr_id " + std::to_string(wr_id) +
+                    " did not complete within " + milliseconds(limit),
+                "the request stays posted, and its buffers in use, until it completes or the "
+                "channel is destroyed (a timed-out receive takes the next message); the "
+                "channel itself stays usable");
+  }
+  if (!completion->ok()) throw WorkError(*completion, "Channel::" + std::string(operation));
+  return *completion;
+}
+
+}  // namespace
+
+PendingWork Channel::post_send(std::span<const GatherElement> data, PostOptions options) {
+  return detail::post(
+      core_, [&](std::uint64_t id) { return SendRequest::send(id, data); }, options);
+}
+
+PendingWork Channel::post_send_with_immediate(std::span<const GatherElement> data,
+                                              std::uint32_t immediate, PostOptions options) {
+  return detail::post(
+      core_,
+      [&](std::uint64_t id) { return SendRequest::send_with_immediate(id, data, immediate); },
+      options);
+}
+
+PendingWork Channel::post_receive(std::span<const ScatterElement> into) {
+  return {core_, core_->post_receive(into)};
+}
+
+PendingWork Channel::post_write(std::span<const GatherElement> data,
+                                const RemoteMemoryRegion& destination, PostOptions options) {
+  return detail::post(
+      core_, [&](std::uint64_t id) { return SendRequest::write(id, data, destination); }, options);
+}
+
+PendingWork Channel::post_write_with_immediate(std::span<const GatherElement> data,
+                                               const RemoteMemoryRegion& destination,
+                                               std::uint32_t immediate, PostOptions options) {
+  return detail::post(
+      core_,
+      [&](std::uint64_t id) {
+        return SendRequest::write_with_immediate(id, data, destination, immediate);
+      },
+      options);
+}
+
+PendingWork Channel::post_read(std::span<const ScatterElement> into,
+                               const RemoteMemoryRegion& source, PostOptions options) {
+  return detail::post(
+      core_, [&](std::uint64_t id) { return SendRequest::read(id, into, source); }, options);
+}
+
+WorkCompletion Channel::send(std::span<const GatherElement> data, Timeout timeout) {
+  const auto id = core_->post_send([&](std::uint64_t i) { return SendRequest::send(i, data); }, {});
+  return await(*core_, id, timeout, "send");
+}
+
+WorkCompletion Channel::send_with_immediate(std::span<const GatherElement> data,
+                                            std::uint32_t immediate, Timeout timeout) {
+  const auto id = core_->post_send(
+      [&](std::uint64_t i) { return SendRequest::send_with_immediate(i, data, immediate); }, {});
+  return await(*core_, id, timeout, "send_with_immediate");
+}
+
+WorkCompletion Channel::receive(std::span<const ScatterElement> into, Timeout timeout) {
+  return await(*core_, core_->post_receive(into), timeout, "receive");
+}
+
+WorkCompletion Channel::write(std::span<const GatherElement> data,
+                              const RemoteMemoryRegion& destination, Timeout timeout) {
+  const auto id = core_->post_send(
+      [&](std::uint64_t i) { return SendRequest::write(i, data, destination); }, {});
+  return await(*core_, id, timeout, "write");
+}
+
+WorkCompletion Channel::write_with_immediate(std::span<const GatherElement> data,
+                                             const RemoteMemoryRegion& destination,
+                                             std::uint32_t immediate, Timeout timeout) {
+  const auto id = core_->post_send(
+      [&](std::uint64_t i) {
+        return SendRequest::write_with_immediate(i, data, destination, immediate);
+      },
+      {});
+  return await(*core_, id, timeout, "write_with_immediate");
+}
+
+WorkCompletion Channel::read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
+                             Timeout timeout) {
+  const auto id =
+      core_->post_send([&](std::uint64_t i) { return SendRequest::read(i, into, source); }, {});
+  return await(*core_, id, timeout, "read");
+}
+
+}  // namespace ibv

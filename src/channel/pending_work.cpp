@@ -1,0 +1,89 @@
+// PendingWork: polling, waiting, and the destructor that settles unpolled work.
+#include "ibv/channel/pending_work.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "channel/channel_core.hpp"
+#include "ibv/verbs/error.hpp"
+
+namespace ibv {
+
+PendingWork::PendingWork(std::shared_ptr<detail::ChannelCore> core, std::uint64_t wr_id) noexcept
+    : core_(std::move(core)), wr_id_(wr_id) {}
+
+PendingWork::PendingWork(PendingWork&& other) noexcept
+    : core_(std::move(other.core_)), wr_id_(other.wr_id_), completion_(other.completion_) {
+  other.core_.reset();
+  other.completion_.reset();  // a moved-from handle tracks nothing
+}
+
+PendingWork& PendingWork::operator=(PendingWork&& other) noexcept {
+  if (this != &other) {
+    settle();
+    core_ = std::move(other.core_);
+    other.core_.reset();
+    wr_id_ = other.wr_id_;
+    completion_ = other.completion_;
+    other.completion_.reset();
+  }
+  return *this;
+}
+
+PendingWork::~PendingWork() { settle(); }
+
+std::optional<WorkCompletion> PendingWork::poll() {
+  if (!completion_ && core_) completion_ = core_->take(wr_id_);
+  return completion_;
+}
+
+std::optional<WorkCompletion> PendingWork::wait_for(std::chrono::nanoseconds timeout) {
+  if (!completion_ && core_) completion_ = core_->wait(wr_id_, timeout);
+  if (completion_ && !completion_->ok()) throw WorkError(*completion_, "PendingWork::wait");
+  return completion_;
+}
+
+WorkCompletion PendingWork::wait() {
+  if (!core_ && !completion_) {
+    throw Error(ErrorKind::state, "PendingWork::wait", EINVAL, "the handle was moved from");
+  }
+  const auto limit = completion_ ? std::chrono::milliseconds(0) : core_->timeouts().operation;
+  if (auto completion = wait_for(limit)) return *completion;
+  throw Error(ErrorKind::timeout, "PendingWork::wait", ETIMEDOUT,
+              "wr_id " + std::to_string(wr_id_) + " did not complete within " +
+                  std::to_string(limit.count()) + " ms",
+              "it is still pending: wait again, or let the handle go (its destructor waits "
+              "once more, then orphans it)");
+}
+
+void PendingWork::orphan() noexcept {
+  if (core_ && !completion_) core_->orphan(wr_id_);
+  core_.reset();
+}
+
+void PendingWork::settle() noexcept {
+  if (!core_ || completion_) return;
+  try {
+    const auto completion = core_->wait(wr_id_, core_->timeouts().drop);
+    if (!completion) {
+      std::fprintf(stderr,
+                   "ibverbs-cpp: PendingWork for wr_id %llu dropped unpolled and still in flight "
+                   "after %lld ms: orphaned (its buffers stay in use until it completes or the "
+                   "channel is destroyed)\n",
+                   static_cast<unsigned long long>(wr_id_),
+                   static_cast<long long>(core_->timeouts().drop.count()));
+      core_->orphan(wr_id_);
+    } else if (!completion->ok()) {
+      std::fprintf(stderr, "ibverbs-cpp: PendingWork dropped unpolled, and it failed: %s\n",
+                   completion->to_string().c_str());
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ibverbs-cpp: PendingWork for wr_id %llu: %s\n",
+                 static_cast<unsigned long long>(wr_id_), error.what());
+  }
+  core_.reset();
+}
+
+}  // namespace ibv

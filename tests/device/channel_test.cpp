@@ -1,0 +1,904 @@
+// Device tests of the Channel layer: two Channels on one protection domain, connected to each
+// other on the test device, data checked byte by byte.
+// - every operation in the three styles: blocking, unpolled (PendingWork) and scoped;
+// - scopes that end badly: a throwing body (its exception comes out unchanged, after all work
+//   completed), failed completions (ScopeError), both at once, and a drain that times out;
+// - 64 requests in flight at once, waited out of order: each handle gets its own completion;
+// - PendingWork dropped unpolled (the destructor waits), moved from, wait_for and wait timeouts;
+// - a receive that times out: the channel stays usable and the orphaned receive takes the next
+//   message; a send that finds no receive (RNR) fails instead of hanging;
+// - two channels sharing one memory region.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <set>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "device_fixture.hpp"
+#include "support/error_matchers.hpp"
+
+namespace ibv::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+/// Success when both byte ranges are equal; otherwise names the first byte that differs.
+::testing::AssertionResult same_bytes(std::span<const std::byte> expected,
+                                      std::span<const std::byte> actual) {
+  if (expected.size() != actual.size()) {
+    return ::testing::AssertionFailure()
+           << "sizes differ: " << expected.size() << " expected, " << actual.size() << " actual";
+  }
+  const auto [e, a] = std::mismatch(expected.begin(), expected.end(), actual.begin());
+  if (e == expected.end()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "first difference at byte " << (e - expected.begin()) << " of " << expected.size()
+         << ": expected " << std::to_integer<int>(*e) << ", got " << std::to_integer<int>(*a);
+}
+
+/// Success when every byte is zero (memory nothing should have written to).
+::testing::AssertionResult all_zero(std::span<const std::byte> bytes) {
+  const auto it =
+      std::find_if(bytes.begin(), bytes.end(), [](std::byte x) { return x != std::byte{0}; });
+  if (it == bytes.end()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "byte " << (it - bytes.begin()) << " is " << std::to_integer<int>(*it) << ", not 0";
+}
+
+/// The body's own exception type in the scope tests, so nothing else can pass for it.
+class BodyFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class ChannelTest : public ::testing::Test {
+ protected:
+  static constexpr std::size_t kSize = std::size_t{64} * 1024;
+  static constexpr ChannelTimeouts kTimeouts{.operation = 5s, .drop = 5s};
+
+  void SetUp() override { connect(default_settings()); }
+
+  /// The default settings, except that RNR is retried forever: on one thread, a blocking
+  /// receive is posted only after the peer's send went out, which then is RNR-NAKed until the
+  /// receive is there. Every wait stays bounded by the channel's timeouts.
+  static QueuePairSettings default_settings() {
+    QueuePairSettings settings;
+    settings.rnr_retry = RnrRetryCount::infinite();
+    return settings;
+  }
+
+  /// (Re)builds channels a and b with `settings` (the GID index from the environment is added)
+  /// and connects them to each other.
+  void connect(QueuePairSettings settings, ChannelTimeouts timeouts = kTimeouts) {
+    a.reset();
+    b.reset();
+    settings.gid_index = test_gid_index(context);
+    auto prepared_a = ChannelBuilder(pd).queue_pair(settings).timeouts(timeouts).build();
+    auto prepared_b = ChannelBuilder(pd).queue_pair(settings).timeouts(timeouts).build();
+    const Endpoint endpoint_a = prepared_a.endpoint();
+    const Endpoint endpoint_b = prepared_b.endpoint();
+    a.emplace(std::move(prepared_a).handshake(endpoint_b));
+    b.emplace(std::move(prepared_b).handshake(endpoint_a));
+  }
+
+  std::span<std::byte> a_bytes(std::size_t offset, std::size_t length) {
+    return std::span(buffer_a).subspan(offset, length);
+  }
+  std::span<std::byte> b_bytes(std::size_t offset, std::size_t length) {
+    return std::span(buffer_b).subspan(offset, length);
+  }
+  std::array<GatherElement, 1> gather_a(std::size_t offset, std::size_t length) {
+    return {mr_a.gather(std::span<const std::byte>(a_bytes(offset, length)))};
+  }
+  std::array<GatherElement, 1> gather_b(std::size_t offset, std::size_t length) {
+    return {mr_b.gather(std::span<const std::byte>(b_bytes(offset, length)))};
+  }
+  std::array<ScatterElement, 1> scatter_a(std::size_t offset, std::size_t length) {
+    return {mr_a.scatter(a_bytes(offset, length))};
+  }
+  std::array<ScatterElement, 1> scatter_b(std::size_t offset, std::size_t length) {
+    return {mr_b.scatter(b_bytes(offset, length))};
+  }
+  RemoteMemoryRegion remote_a(std::size_t offset, std::size_t length) const {
+    return mr_a.remote().sub_region(offset, length);
+  }
+  RemoteMemoryRegion remote_b(std::size_t offset, std::size_t length) const {
+    return mr_b.remote().sub_region(offset, length);
+  }
+  /// b's region with a remote key the device does not know.
+  RemoteMemoryRegion wrong_rkey_b(std::size_t offset, std::size_t length) const {
+    const auto good = remote_b(offset, length);
+    return {good.address(), good.length(), good.rkey() ^ 0x5a5a00U};
+  }
+
+  Context context = open_test_device();
+  ProtectionDomain pd{context};
+  std::vector<std::byte> buffer_a = std::vector<std::byte>(kSize);
+  std::vector<std::byte> buffer_b = std::vector<std::byte>(kSize);
+  MemoryRegion mr_a = pd.register_remote_accessible(buffer_a, RemoteAccess::all());
+  MemoryRegion mr_b = pd.register_remote_accessible(buffer_b, RemoteAccess::all());
+  // Declared after the memory: the channels go first.
+  std::optional<Channel> a;
+  std::optional<Channel> b;
+};
+
+using ChannelBlocking = ChannelTest;
+using ChannelUnpolled = ChannelTest;
+using ChannelScoped = ChannelTest;
+using ChannelOutstanding = ChannelTest;
+using ChannelPendingWork = ChannelTest;
+using ChannelTimeoutRecovery = ChannelTest;
+using ChannelSharedMemoryRegion = ChannelTest;
+using ChannelRnr = ChannelTest;
+
+// --- 1. blocking ------------------------------------------------------------------------------
+
+TEST_F(ChannelBlocking, SendIntoAPostedReceive) {
+  fill_pattern(a_bytes(0, 5000), 1);
+  auto received = b->post_receive(scatter_b(0, 8192));
+  const auto sent = a->send(gather_a(0, 5000));
+  EXPECT_TRUE(sent.ok()) << sent.to_string();
+  EXPECT_EQ(sent.opcode(), WorkOpcode::send);
+  const auto got = received.wait();
+  EXPECT_EQ(got.wr_id(), received.wr_id());
+  EXPECT_EQ(got.opcode(), WorkOpcode::receive);
+  EXPECT_EQ(got.byte_length(), 5000U);
+  EXPECT_FALSE(got.immediate().has_value());
+  EXPECT_TRUE(same_bytes(a_bytes(0, 5000), b_bytes(0, 5000)));
+  EXPECT_TRUE(all_zero(b_bytes(5000, 3192)));
+}
+
+TEST_F(ChannelBlocking, ReceiveTakesASendPostedBeforeIt) {
+  fill_pattern(a_bytes(0, 3000), 2);
+  auto sent = a->post_send(gather_a(0, 3000));
+  const auto got = b->receive(scatter_b(0, 4096));
+  EXPECT_EQ(got.opcode(), WorkOpcode::receive);
+  EXPECT_EQ(got.byte_length(), 3000U);
+  EXPECT_TRUE(same_bytes(a_bytes(0, 3000), b_bytes(0, 3000)));
+  EXPECT_EQ(sent.wait().opcode(), WorkOpcode::send);
+}
+
+TEST_F(ChannelBlocking, SendWithImmediate) {
+  fill_pattern(a_bytes(0, 100), 3);
+  auto received = b->post_receive(scatter_b(0, 100));
+  EXPECT_TRUE(a->send_with_immediate(gather_a(0, 100), 0xC0FFEE01U).ok());
+  const auto got = received.wait();
+  EXPECT_EQ(got.opcode(), WorkOpcode::receive);
+  EXPECT_EQ(got.immediate(), 0xC0FFEE01U);
+  EXPECT_EQ(got.byte_length(), 100U);
+  EXPECT_TRUE(same_bytes(a_bytes(0, 100), b_bytes(0, 100)));
+}
+
+TEST_F(ChannelBlocking, ImmediateOnlyMessageIntoAnEmptyReceive) {
+  auto sent = a->post_send_with_immediate(std::span<const GatherElement>{}, 42);
+  const auto got = b->receive(std::span<const ScatterElement>{});
+  EXPECT_EQ(got.byte_length(), 0U);
+  EXPECT_EQ(got.immediate(), 42U);
+  EXPECT_TRUE(sent.wait().ok());
+  EXPECT_TRUE(all_zero(b_bytes(0, kSize)));
+}
+
+TEST_F(ChannelBlocking, Write) {
+  fill_pattern(a_bytes(0, kSize / 2), 4);
+  const auto done = a->write(gather_a(0, kSize / 2), remote_b(kSize / 2, kSize / 2));
+  EXPECT_EQ(done.opcode(), WorkOpcode::rdma_write);
+  EXPECT_TRUE(same_bytes(a_bytes(0, kSize / 2), b_bytes(kSize / 2, kSize / 2)));
+  EXPECT_TRUE(all_zero(b_bytes(0, kSize / 2)));
+}
+
+TEST_F(ChannelBlocking, WriteWithImmediateCompletesAReceiveAtThePeer) {
+  fill_pattern(a_bytes(0, 300), 5);
+  auto received = b->post_receive(std::span<const ScatterElement>{});
+  const auto done = a->write_with_immediate(gather_a(0, 300), remote_b(1000, 300), 77);
+  EXPECT_EQ(done.opcode(), WorkOpcode::rdma_write);
+  const auto got = received.wait();
+  EXPECT_EQ(got.opcode(), WorkOpcode::receive_rdma_with_immediate);
+  EXPECT_EQ(got.immediate(), 77U);
+  EXPECT_EQ(got.byte_length(), 300U);
+  EXPECT_TRUE(same_bytes(a_bytes(0, 300), b_bytes(1000, 300)));
+}
+
+TEST_F(ChannelBlocking, Read) {
+  fill_pattern(b_bytes(0, 20000), 6);
+  const auto done = a->read(scatter_a(kSize - 20000, 20000), remote_b(0, 20000));
+  EXPECT_EQ(done.opcode(), WorkOpcode::rdma_read);
+  EXPECT_TRUE(same_bytes(b_bytes(0, 20000), a_bytes(kSize - 20000, 20000)));
+}
+
+// --- 1. unpolled ------------------------------------------------------------------------------
+
+TEST_F(ChannelUnpolled, PollUntilComplete) {
+  fill_pattern(a_bytes(0, 4096), 7);
+  auto received = b->post_receive(scatter_b(0, 4096));
+  auto sent = a->post_send(gather_a(0, 4096));
+  EXPECT_NE(received.wr_id(), 0U);
+  EXPECT_FALSE(sent.is_complete());  // nobody looked yet
+  std::optional<WorkCompletion> send_done;
+  std::optional<WorkCompletion> receive_done;
+  const auto deadline = Clock::now() + 5s;
+  while ((!send_done || !receive_done) && Clock::now() < deadline) {
+    if (!send_done) send_done = sent.poll();
+    if (!receive_done) receive_done = received.poll();
+  }
+  ASSERT_TRUE(send_done.has_value());
+  ASSERT_TRUE(receive_done.has_value());
+  EXPECT_TRUE(sent.is_complete());
+  EXPECT_TRUE(received.is_complete());
+  EXPECT_EQ(send_done->wr_id(), sent.wr_id());
+  EXPECT_EQ(send_done->opcode(), WorkOpcode::send);
+  EXPECT_EQ(receive_done->wr_id(), received.wr_id());
+  EXPECT_EQ(receive_done->byte_length(), 4096U);
+  EXPECT_TRUE(same_bytes(a_bytes(0, 4096), b_bytes(0, 4096)));
+  // Polling again gives the completion the handle already holds.
+  ASSERT_TRUE(sent.poll().has_value());
+  EXPECT_EQ(sent.poll()->wr_id(), sent.wr_id());
+  EXPECT_EQ(received.wait().byte_length(), 4096U);
+}
+
+TEST_F(ChannelUnpolled, EveryOperationWithWaitAndWaitFor) {
+  fill_pattern(a_bytes(0, 8000), 8);
+  fill_pattern(b_bytes(20000, 2000), 9);
+  std::set<std::uint64_t> ids;
+
+  // send_with_immediate, waited with wait()
+  auto receive_1 = b->post_receive(scatter_b(0, 1000));
+  auto send = a->post_send_with_immediate(gather_a(0, 1000), 0xABCDU);
+  const auto sent = send.wait();
+  EXPECT_EQ(sent.opcode(), WorkOpcode::send);
+  const auto got_1 = receive_1.wait();
+  EXPECT_EQ(got_1.immediate(), 0xABCDU);
+  EXPECT_EQ(got_1.byte_length(), 1000U);
+  EXPECT_TRUE(same_bytes(a_bytes(0, 1000), b_bytes(0, 1000)));
+
+  // plain send, waited with wait_for()
+  auto receive_2 = b->post_receive(scatter_b(1000, 1000));
+  auto plain = a->post_send(gather_a(1000, 600));
+  const auto got_2 = receive_2.wait_for(5s);
+  ASSERT_TRUE(got_2.has_value());
+  EXPECT_EQ(got_2->byte_length(), 600U);
+  EXPECT_FALSE(got_2->immediate().has_value());
+  EXPECT_TRUE(same_bytes(a_bytes(1000, 600), b_bytes(1000, 600)));
+  ASSERT_TRUE(plain.wait_for(5s).has_value());
+
+  // write, waited with wait_for()
+  auto write = a->post_write(gather_a(2000, 1000), remote_b(2000, 1000));
+  const auto written = write.wait_for(5s);
+  ASSERT_TRUE(written.has_value());
+  EXPECT_EQ(written->opcode(), WorkOpcode::rdma_write);
+  EXPECT_TRUE(same_bytes(a_bytes(2000, 1000), b_bytes(2000, 1000)));
+
+  // write_with_immediate, both sides waited
+  auto receive_3 = b->post_receive(std::span<const ScatterElement>{});
+  auto write_imm = a->post_write_with_immediate(gather_a(4000, 500), remote_b(4000, 500), 9);
+  EXPECT_EQ(write_imm.wait().opcode(), WorkOpcode::rdma_write);
+  const auto got_3 = receive_3.wait_for(5s);
+  ASSERT_TRUE(got_3.has_value());
+  EXPECT_EQ(got_3->opcode(), WorkOpcode::receive_rdma_with_immediate);
+  EXPECT_EQ(got_3->immediate(), 9U);
+  EXPECT_EQ(got_3->byte_length(), 500U);
+  EXPECT_TRUE(same_bytes(a_bytes(4000, 500), b_bytes(4000, 500)));
+
+  // read
+  auto read = a->post_read(scatter_a(10000, 2000), remote_b(20000, 2000));
+  EXPECT_EQ(read.wait().opcode(), WorkOpcode::rdma_read);
+  EXPECT_TRUE(same_bytes(b_bytes(20000, 2000), a_bytes(10000, 2000)));
+
+  // The channels hand out distinct wr_ids (per channel).
+  for (const auto* work : {&send, &plain, &write, &write_imm, &read}) ids.insert(work->wr_id());
+  EXPECT_EQ(ids.size(), 5U);
+  const std::set<std::uint64_t> receive_ids{receive_1.wr_id(), receive_2.wr_id(),
+                                            receive_3.wr_id()};
+  EXPECT_EQ(receive_ids.size(), 3U);
+}
+
+// --- 1. scoped --------------------------------------------------------------------------------
+
+// B's scope posts a receive; A's scope, nested in it, posts a send, a write and a read. Each
+// scope returns the value of its body, after its own work is done.
+TEST_F(ChannelScoped, SendReceiveWriteAndReadReturnTheBodysValue) {
+  fill_pattern(a_bytes(0, 6000), 10);
+  fill_pattern(b_bytes(20000, 4000), 11);
+  const std::uint32_t received_length = b->scope([&](ChannelScope& sb) {
+    auto& receive = sb.post_receive(scatter_b(0, 8192));
+    const std::size_t posted_by_a = a->scope([&](ChannelScope& sa) {
+      sa.post_send(gather_a(0, 4000));
+      sa.post_write(gather_a(4000, 2000), remote_b(10000, 2000));
+      sa.post_read(scatter_a(30000, 4000), remote_b(20000, 4000));
+      return sa.size();
+    });
+    EXPECT_EQ(posted_by_a, 3U);
+    // A's scope has returned, so its write and read are done, though its body awaited nothing.
+    EXPECT_TRUE(same_bytes(a_bytes(4000, 2000), b_bytes(10000, 2000)));
+    EXPECT_TRUE(same_bytes(b_bytes(20000, 4000), a_bytes(30000, 4000)));
+    return receive.wait().byte_length();
+  });
+  EXPECT_EQ(received_length, 4000U);
+  EXPECT_TRUE(same_bytes(a_bytes(0, 4000), b_bytes(0, 4000)));
+}
+
+// Nothing is awaited in the bodies: the receives are filled once the scopes return.
+TEST_F(ChannelScoped, ImmediateFormsLeftToTheScopeAreDoneWhenItReturns) {
+  fill_pattern(a_bytes(0, 3000), 12);
+  b->scope([&](ChannelScope& sb) {
+    sb.post_receive(scatter_b(0, 2048));
+    sb.post_receive(std::span<const ScatterElement>{});
+    a->scope([&](ChannelScope& sa) {
+      sa.post_send_with_immediate(gather_a(0, 2048), 5);
+      sa.post_write_with_immediate(gather_a(2048, 952), remote_b(4096, 952), 6);
+    });
+  });
+  EXPECT_TRUE(same_bytes(a_bytes(0, 2048), b_bytes(0, 2048)));
+  EXPECT_TRUE(same_bytes(a_bytes(2048, 952), b_bytes(4096, 952)));
+}
+
+// --- 2. a throwing body -----------------------------------------------------------------------
+
+TEST_F(ChannelScoped, BodyExceptionComesOutUnchangedAfterAllWorkCompleted) {
+  fill_pattern(a_bytes(0, 32768), 13);
+  bool caught = false;
+  try {
+    b->scope([&](ChannelScope& sb) {
+      sb.post_receive(scatter_b(0, 16384));
+      a->scope([&](ChannelScope& sa) {
+        sa.post_write(gather_a(16384, 16384), remote_b(32768, 16384));
+        sa.post_send(gather_a(0, 16384));
+        throw BodyFailure("the body failed after posting");
+      });
+    });
+  } catch (const BodyFailure& failure) {
+    caught = true;
+    EXPECT_STREQ(failure.what(), "the body failed after posting");
+    // Both scopes drained before letting the exception out: the write landed, and B's
+    // receive (which B's body never awaited) is filled.
+    EXPECT_TRUE(same_bytes(a_bytes(16384, 16384), b_bytes(32768, 16384)));
+    EXPECT_TRUE(same_bytes(a_bytes(0, 16384), b_bytes(0, 16384)));
+  } catch (const std::exception& other) {
+    ADD_FAILURE() << "another exception came out: " << other.what();
+  }
+  EXPECT_TRUE(caught);
+  // Nothing was left in flight: the channels carry on.
+  fill_pattern(a_bytes(40000, 100), 14);
+  EXPECT_TRUE(a->write(gather_a(40000, 100), remote_b(50000, 100)).ok());
+  EXPECT_TRUE(same_bytes(a_bytes(40000, 100), b_bytes(50000, 100)));
+}
+
+// A plain std::runtime_error from a body with a result: the exact type, not an ibv::Error
+// (which is a std::runtime_error too), and the work done.
+TEST_F(ChannelScoped, StdRuntimeErrorFromAValueBodyIsNotWrapped) {
+  fill_pattern(a_bytes(0, 8192), 15);
+  fill_pattern(b_bytes(8192, 8192), 16);
+  try {
+    const int value = a->scope([&](ChannelScope& s) -> int {
+      s.post_write(gather_a(0, 8192), remote_b(0, 8192));
+      s.post_read(scatter_a(8192, 8192), remote_b(8192, 8192));
+      throw std::runtime_error("plain runtime error");
+    });
+    ADD_FAILURE() << "the scope returned " << value;
+  } catch (const std::exception& error) {
+    EXPECT_EQ(typeid(error), typeid(std::runtime_error)) << typeid(error).name();
+    EXPECT_STREQ(error.what(), "plain runtime error");
+  }
+  EXPECT_TRUE(same_bytes(a_bytes(0, 8192), b_bytes(0, 8192)));
+  EXPECT_TRUE(same_bytes(b_bytes(8192, 8192), a_bytes(8192, 8192)));
+}
+
+// --- 3. failed completions in a scope ---------------------------------------------------------
+
+TEST_F(ChannelScoped, FailedCompletionIsAScopeErrorListingIt) {
+  std::uint64_t bad_id = 0;
+  std::uint64_t flushed_id = 0;
+  try {
+    const int value = a->scope([&](ChannelScope& s) {
+      bad_id = s.post_write(gather_a(0, 64), wrong_rkey_b(0, 64)).wr_id();
+      // Fails too: the first error puts the QP in the error state, which flushes this one.
+      flushed_id = s.post_write(gather_a(64, 64), remote_b(64, 64)).wr_id();
+      return 1;
+    });
+    ADD_FAILURE() << "the scope returned " << value;
+  } catch (const ScopeError& error) {
+    EXPECT_FALSE(error.body_failed());
+    EXPECT_EQ(error.body_exception(), nullptr);
+    EXPECT_TRUE(error.timed_out().empty());
+    EXPECT_EQ(error.kind(), ErrorKind::driver);
+    const auto& failed = error.failed_completions();
+    ASSERT_EQ(failed.size(), 2U) << error.what();
+    EXPECT_EQ(failed[0].wr_id(), bad_id);
+    EXPECT_EQ(failed[0].status(), WorkStatus::remote_access_error);
+    EXPECT_EQ(failed[1].wr_id(), flushed_id);
+    EXPECT_EQ(failed[1].status(), WorkStatus::work_request_flushed);
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("remote_access_error"));
+    EXPECT_THAT(error.what(), ::testing::Not(::testing::HasSubstr("the body threw")));
+  }
+}
+
+TEST_F(ChannelScoped, FailedCompletionAndThrowingBodyIsAScopeErrorCarryingTheBodysException) {
+  try {
+    a->scope([&](ChannelScope& s) {
+      s.post_write(gather_a(0, 64), wrong_rkey_b(0, 64));
+      throw BodyFailure("the body gave up");
+    });
+    ADD_FAILURE() << "the scope returned";
+  } catch (const ScopeError& error) {
+    EXPECT_TRUE(error.body_failed());
+    ASSERT_EQ(error.failed_completions().size(), 1U) << error.what();
+    EXPECT_EQ(error.failed_completions()[0].status(), WorkStatus::remote_access_error);
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("the body threw: the body gave up"));
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("remote_access_error"));
+    ASSERT_NE(error.body_exception(), nullptr);
+    try {
+      std::rethrow_exception(error.body_exception());
+    } catch (const BodyFailure& body) {
+      EXPECT_STREQ(body.what(), "the body gave up");
+    } catch (...) {
+      ADD_FAILURE() << "body_exception() is not the body's BodyFailure";
+    }
+  }
+}
+
+// A failure the body awaited itself is the body's business: wait() throws WorkError there.
+TEST_F(ChannelScoped, FailureTheBodyAwaitedIsThrownByWait) {
+  const auto status = a->scope([&](ChannelScope& s) {
+    auto& write = s.post_write(gather_a(0, 64), wrong_rkey_b(0, 64));
+    try {
+      (void)write.wait();
+    } catch (const WorkError& error) {
+      EXPECT_EQ(error.wr_id(), write.wr_id());
+      return error.status();
+    }
+    return WorkStatus::success;
+  });
+  EXPECT_EQ(status, WorkStatus::remote_access_error);
+}
+
+// --- 4. many requests in flight, waited out of order ------------------------------------------
+
+TEST_F(ChannelOutstanding, SixtyFourRequestsWaitedOutOfOrderEachGetTheirOwnCompletion) {
+  constexpr std::size_t kCount = 64;
+  constexpr std::size_t kSlot = 512;
+  QueuePairSettings settings = default_settings();
+  settings.max_send_wr = QueueDepth(kCount);
+  settings.max_recv_wr = QueueDepth(kCount);
+  connect(settings);
+  // Message i: 200 + i bytes of pattern i from slot i of A into slot i of B.
+  const auto length = [](std::size_t i) { return 200 + i; };
+  for (std::size_t i = 0; i < kCount; ++i) {
+    fill_pattern(a_bytes(i * kSlot, length(i)), static_cast<unsigned>(100 + i));
+  }
+  std::vector<PendingWork> receives;
+  std::vector<PendingWork> sends;
+  receives.reserve(kCount);
+  sends.reserve(kCount);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    receives.push_back(b->post_receive(scatter_b(i * kSlot, kSlot)));
+  }
+  for (std::size_t i = 0; i < kCount; ++i) {
+    sends.push_back(a->post_send(gather_a(i * kSlot, length(i))));
+  }
+  std::set<std::uint64_t> handle_ids;
+  for (const auto& work : receives) handle_ids.insert(work.wr_id());
+  EXPECT_EQ(handle_ids.size(), kCount);
+
+  // Receives complete in posting order; wait for the last-posted first.
+  std::set<std::uint64_t> receive_ids;
+  for (std::size_t i = kCount; i-- > 0;) {
+    SCOPED_TRACE("receive " + std::to_string(i));
+    const auto got = receives[i].wait();
+    EXPECT_EQ(got.wr_id(), receives[i].wr_id());
+    EXPECT_EQ(got.opcode(), WorkOpcode::receive);
+    EXPECT_EQ(got.byte_length(), length(i));
+    EXPECT_TRUE(same_bytes(a_bytes(i * kSlot, length(i)), b_bytes(i * kSlot, length(i))));
+    EXPECT_TRUE(all_zero(b_bytes(i * kSlot + length(i), kSlot - length(i))));
+    receive_ids.insert(got.wr_id());
+  }
+  EXPECT_EQ(receive_ids, handle_ids);
+
+  // Sends in a shuffled order.
+  std::vector<std::size_t> order(kCount);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::shuffle(order.begin(), order.end(), std::mt19937(2024));
+  std::set<std::uint64_t> send_ids;
+  for (const auto i : order) {
+    SCOPED_TRACE("send " + std::to_string(i));
+    const auto done = sends[i].wait();
+    EXPECT_EQ(done.wr_id(), sends[i].wr_id());
+    EXPECT_EQ(done.opcode(), WorkOpcode::send);
+    send_ids.insert(done.wr_id());
+  }
+  EXPECT_EQ(send_ids.size(), kCount);
+
+  // Nothing left over: the next request on each channel gets its own completion.
+  fill_pattern(a_bytes(kCount * kSlot, 64), 7);
+  auto next_receive = b->post_receive(scatter_b(kCount * kSlot, 64));
+  auto next_send = a->post_send(gather_a(kCount * kSlot, 64));
+  EXPECT_EQ(next_send.wait().wr_id(), next_send.wr_id());
+  const auto next = next_receive.wait();
+  EXPECT_EQ(next.wr_id(), next_receive.wr_id());
+  EXPECT_EQ(next.byte_length(), 64U);
+  EXPECT_TRUE(same_bytes(a_bytes(kCount * kSlot, 64), b_bytes(kCount * kSlot, 64)));
+}
+
+// --- 5. PendingWork dropped unpolled ----------------------------------------------------------
+
+TEST_F(ChannelPendingWork, DestroyedUnpolledWaitsForItsCompletion) {
+  ::testing::internal::CaptureStderr();
+  fill_pattern(a_bytes(0, 40000), 17);
+  std::uint64_t dropped_write = 0;
+  {
+    auto write = a->post_write(gather_a(0, 32768), remote_b(0, 32768));
+    dropped_write = write.wr_id();
+  }  // the destructor waits for the write
+  EXPECT_TRUE(same_bytes(a_bytes(0, 32768), b_bytes(0, 32768)));
+
+  // A receive dropped unpolled waits for its message.
+  auto send = a->post_send(gather_a(32768, 4000));
+  { auto receive = b->post_receive(scatter_b(40000, 4096)); }
+  EXPECT_TRUE(same_bytes(a_bytes(32768, 4000), b_bytes(40000, 4000)));
+  EXPECT_TRUE(send.wait().ok());
+
+  // Move assignment settles the request the handle had before taking the other one.
+  fill_pattern(a_bytes(50000, 2000), 18);
+  auto work = a->post_write(gather_a(50000, 1000), remote_b(50000, 1000));
+  const std::uint64_t first = work.wr_id();
+  work = a->post_write(gather_a(51000, 1000), remote_b(51000, 1000));
+  EXPECT_TRUE(same_bytes(a_bytes(50000, 1000), b_bytes(50000, 1000)));
+  EXPECT_NE(work.wr_id(), first);
+  EXPECT_EQ(work.wait().wr_id(), work.wr_id());
+  EXPECT_TRUE(same_bytes(a_bytes(51000, 1000), b_bytes(51000, 1000)));
+
+  // Later requests get their own completions; nothing of the dropped ones comes back.
+  auto next = a->post_write(gather_a(52000, 500), remote_b(52000, 500));
+  const auto next_done = next.wait();
+  EXPECT_EQ(next_done.wr_id(), next.wr_id());
+  EXPECT_NE(next_done.wr_id(), dropped_write);
+  const auto blocking = a->read(scatter_a(60000, 500), remote_b(52000, 500));
+  EXPECT_NE(blocking.wr_id(), dropped_write);
+  EXPECT_NE(blocking.wr_id(), next_done.wr_id());
+  EXPECT_TRUE(same_bytes(a_bytes(52000, 500), a_bytes(60000, 500)));
+  // Nothing logged: no failure, no timeout, no completion for an unknown (or handed-out) wr_id.
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST_F(ChannelPendingWork, DestroyedUnpolledFailureIsLoggedNotThrown) {
+  ::testing::internal::CaptureStderr();
+  { auto write = a->post_write(gather_a(0, 64), wrong_rkey_b(0, 64)); }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, ::testing::HasSubstr("remote_access_error"));
+}
+
+// --- 6. a receive that times out --------------------------------------------------------------
+
+TEST_F(ChannelTimeoutRecovery, TimedOutReceiveLeavesTheChannelUsableAndTakesTheNextMessage) {
+  const auto start = Clock::now();
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::timeout,
+                                     [&] { (void)b->receive(scatter_b(0, 4096), 200ms); },
+                                     {"receive", "200 ms"}));
+  const auto elapsed = Clock::now() - start;
+  EXPECT_GE(elapsed, 200ms);
+  EXPECT_LT(elapsed, 5s);  // not a performance bound: it did not hang
+
+  // The channel still works for one-sided operations.
+  fill_pattern(b_bytes(8192, 4096), 19);
+  EXPECT_TRUE(b->write(gather_b(8192, 4096), remote_a(0, 4096)).ok());
+  EXPECT_TRUE(same_bytes(b_bytes(8192, 4096), a_bytes(0, 4096)));
+  fill_pattern(a_bytes(16384, 4096), 20);
+  EXPECT_TRUE(b->read(scatter_b(16384, 4096), remote_a(16384, 4096)).ok());
+  EXPECT_TRUE(same_bytes(a_bytes(16384, 4096), b_bytes(16384, 4096)));
+
+  // As documented, the timed-out receive stays posted and takes the next message: A's send
+  // completes (with no receive posted, the RNR retries would hold it until it timed out).
+  fill_pattern(a_bytes(30000, 1000), 21);
+  EXPECT_TRUE(a->send(gather_a(30000, 1000)).ok());
+  // A new receive gets the message after that one.
+  auto receive = b->post_receive(scatter_b(40000, 4096));
+  fill_pattern(a_bytes(32000, 700), 22);
+  EXPECT_TRUE(a->send(gather_a(32000, 700)).ok());
+  const auto got = receive.wait();
+  EXPECT_EQ(got.wr_id(), receive.wr_id());
+  EXPECT_EQ(got.byte_length(), 700U);
+  EXPECT_TRUE(same_bytes(a_bytes(32000, 700), b_bytes(40000, 700)));
+  EXPECT_TRUE(all_zero(b_bytes(40700, 4096 - 700)));
+  // ... and the first message went into the orphaned receive's buffer.
+  EXPECT_TRUE(same_bytes(a_bytes(30000, 1000), b_bytes(0, 1000)));
+}
+
+// A scope whose receive never gets a message: ScopeError (timeout) naming it after the
+// channel's operation timeout; the orphaned receive then takes the next message.
+TEST_F(ChannelTimeoutRecovery, ScopeDrainThatTimesOutIsAScopeError) {
+  connect(default_settings(), ChannelTimeouts{.operation = 300ms, .drop = 300ms});
+  std::uint64_t receive_id = 0;
+  const auto start = Clock::now();
+  try {
+    b->scope([&](ChannelScope& s) { receive_id = s.post_receive(scatter_b(0, 1024)).wr_id(); });
+    ADD_FAILURE() << "the scope returned";
+  } catch (const ScopeError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::timeout);
+    EXPECT_FALSE(error.body_failed());
+    EXPECT_TRUE(error.failed_completions().empty());
+    EXPECT_EQ(error.timed_out(), std::vector<std::uint64_t>{receive_id});
+  }
+  EXPECT_LT(Clock::now() - start, 5s);
+  fill_pattern(a_bytes(0, 512), 23);
+  EXPECT_TRUE(a->send(gather_a(0, 512)).ok());
+  auto receive = b->post_receive(scatter_b(2048, 1024));
+  fill_pattern(a_bytes(512, 256), 24);
+  EXPECT_TRUE(a->send(gather_a(512, 256)).ok());
+  EXPECT_EQ(receive.wait().byte_length(), 256U);
+  EXPECT_TRUE(same_bytes(a_bytes(512, 256), b_bytes(2048, 256)));
+  EXPECT_TRUE(same_bytes(a_bytes(0, 512), b_bytes(0, 512)));
+}
+
+// --- 7. one memory region shared by two channels ----------------------------------------------
+
+TEST_F(ChannelSharedMemoryRegion, BothChannelsUseElementsAndRemoteRegionsOfOneRegion) {
+  std::vector<std::byte> memory(kSize);
+  const MemoryRegion shared = pd.register_remote_accessible(memory, RemoteAccess::all());
+  EXPECT_TRUE(a->protection_domain() == pd);
+  EXPECT_TRUE(b->protection_domain() == pd);
+  constexpr std::size_t kQuarter = kSize / 4;
+  const auto quarter = [&](std::size_t n) {
+    return std::span(memory).subspan(n * kQuarter, kQuarter);
+  };
+  const auto gather = [&](std::size_t n) {
+    return std::array{shared.gather(std::span<const std::byte>(quarter(n)))};
+  };
+  const auto scatter = [&](std::size_t n) { return std::array{shared.scatter(quarter(n))}; };
+  const auto remote = [&](std::size_t n) {
+    return shared.remote().sub_region(n * kQuarter, kQuarter);
+  };
+
+  fill_pattern(quarter(0), 25);
+  // A sends quarter 0 into B's receive in quarter 1.
+  auto receive = b->post_receive(scatter(1));
+  EXPECT_TRUE(a->send(gather(0)).ok());
+  EXPECT_EQ(receive.wait().byte_length(), kQuarter);
+  EXPECT_TRUE(same_bytes(quarter(0), quarter(1)));
+  // B writes quarter 1 into quarter 2 through the region's remote form; A reads it into 3.
+  EXPECT_TRUE(b->write(gather(1), remote(2)).ok());
+  EXPECT_TRUE(same_bytes(quarter(0), quarter(2)));
+  EXPECT_TRUE(a->read(scatter(3), remote(2)).ok());
+  EXPECT_TRUE(same_bytes(quarter(0), quarter(3)));
+  // Both channels in scopes at once on the same region.
+  fill_pattern(quarter(0), 26);
+  b->scope([&](ChannelScope& sb) {
+    sb.post_write(gather(0), remote(1));
+    a->scope([&](ChannelScope& sa) { sa.post_write(gather(0), remote(3)); });
+  });
+  EXPECT_TRUE(same_bytes(quarter(0), quarter(1)));
+  EXPECT_TRUE(same_bytes(quarter(0), quarter(3)));
+}
+
+// --- 8. RNR -----------------------------------------------------------------------------------
+
+TEST_F(ChannelRnr, SendWithoutAReceiveFailsWithRnrRetryExceeded) {
+  QueuePairSettings settings;
+  settings.rnr_retry = RnrRetryCount(1);
+  settings.min_rnr_timer = RnrTimer::at_least(std::chrono::microseconds(1000));
+  connect(settings);
+  fill_pattern(a_bytes(0, 128), 27);
+  const auto start = Clock::now();
+  try {
+    (void)a->send(gather_a(0, 128));
+    ADD_FAILURE() << "a send with no receive posted succeeded";
+  } catch (const WorkError& error) {
+    EXPECT_EQ(error.status(), WorkStatus::rnr_retry_exceeded) << error.what();
+  } catch (const Error& error) {
+    ADD_FAILURE() << "not a WorkError: " << error.what();
+  }
+  EXPECT_LT(Clock::now() - start, 10s);  // it failed instead of hanging
+  EXPECT_TRUE(all_zero(b_bytes(0, kSize)));
+}
+
+// --- 9. moved-from handles, wait_for and wait timeouts ----------------------------------------
+
+TEST_F(ChannelPendingWork, WaitOnAMovedFromHandleIsAStateError) {
+  fill_pattern(a_bytes(0, 256), 28);
+  auto write = a->post_write(gather_a(0, 256), remote_b(0, 256));
+  PendingWork moved = std::move(write);
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::state, [&] { (void)write.wait(); },  // NOLINT(bugprone-use-after-move)
+      {"moved from"}));
+  EXPECT_EQ(moved.wait().wr_id(), moved.wr_id());
+  EXPECT_TRUE(same_bytes(a_bytes(0, 256), b_bytes(0, 256)));
+}
+
+// The same, for a handle moved from after it saw its completion: the completion now belongs to
+// the handle it moved to, so it must not be handed out by both.
+TEST_F(ChannelPendingWork, WaitOnAHandleMovedFromAfterItCompletedIsAStateError) {
+  auto write = a->post_write(gather_a(0, 256), remote_b(0, 256));
+  const auto done = write.wait();
+  PendingWork moved = std::move(write);
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::state, [&] { (void)write.wait(); },  // NOLINT(bugprone-use-after-move)
+      {"moved from"}));
+  EXPECT_EQ(moved.wait().wr_id(), done.wr_id());
+}
+
+TEST_F(ChannelPendingWork, WaitForReturnsNothingUntilThePeerSends) {
+  auto receive = b->post_receive(scatter_b(0, 1024));
+  const auto start = Clock::now();
+  EXPECT_FALSE(receive.wait_for(100ms).has_value());
+  const auto elapsed = Clock::now() - start;
+  EXPECT_GE(elapsed, 100ms);
+  EXPECT_LT(elapsed, 5s);
+  EXPECT_FALSE(receive.poll().has_value());
+  EXPECT_FALSE(receive.is_complete());
+
+  fill_pattern(a_bytes(0, 512), 29);
+  EXPECT_TRUE(a->send(gather_a(0, 512)).ok());
+  const auto got = receive.wait_for(5s);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->wr_id(), receive.wr_id());
+  EXPECT_EQ(got->byte_length(), 512U);
+  EXPECT_TRUE(receive.is_complete());
+  EXPECT_TRUE(same_bytes(a_bytes(0, 512), b_bytes(0, 512)));
+}
+
+// wait() that runs out of the channel's operation timeout leaves the request pending.
+TEST_F(ChannelPendingWork, WaitThatTimesOutLeavesTheRequestPending) {
+  connect(default_settings(), ChannelTimeouts{.operation = 300ms, .drop = 300ms});
+  auto receive = b->post_receive(scatter_b(0, 1024));
+  const auto start = Clock::now();
+  EXPECT_TRUE(
+      ibv_test::throws_error(ErrorKind::timeout, [&] { (void)receive.wait(); }, {"300 ms"}));
+  EXPECT_LT(Clock::now() - start, 5s);
+  EXPECT_FALSE(receive.is_complete());
+  fill_pattern(a_bytes(0, 800), 30);
+  EXPECT_TRUE(a->send(gather_a(0, 800)).ok());
+  const auto got = receive.wait();
+  EXPECT_EQ(got.wr_id(), receive.wr_id());
+  EXPECT_EQ(got.byte_length(), 800U);
+  EXPECT_TRUE(same_bytes(a_bytes(0, 800), b_bytes(0, 800)));
+}
+
+// --- unsignaled and inline posting --------------------------------------------------------------
+
+using ChannelUnsignaled = ChannelTest;
+
+TEST_F(ChannelUnsignaled, UnsignaledRequestsCompleteWhenALaterSignaledOneDoes) {
+  fill_pattern(a_bytes(0, 5120), 21);
+  std::vector<PendingWork> unsignaled;
+  for (std::size_t i = 0; i < 10; ++i) {
+    unsignaled.push_back(
+        a->post_write(gather_a(i * 512, 512), remote_b(i * 512, 512), {.signaled = false}));
+  }
+  const auto last = a->write(gather_a(0, 1), remote_b(kSize - 1, 1));  // signaled, blocking
+  EXPECT_TRUE(last.ok());
+  for (auto& work : unsignaled) {
+    const auto completion = work.poll();  // retired by the signaled write: no waiting
+    ASSERT_TRUE(completion.has_value()) << "wr_id " << work.wr_id();
+    EXPECT_TRUE(completion->ok()) << completion->to_string();
+    EXPECT_EQ(completion->opcode(), WorkOpcode::rdma_write);
+    EXPECT_EQ(completion->wr_id(), work.wr_id());
+  }
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, 5120), b_bytes(0, 5120)));
+}
+
+TEST_F(ChannelUnsignaled, WaitingOnTheLastUnsignaledRequestFindsOutWithoutHelp) {
+  fill_pattern(a_bytes(0, 768), 22);
+  PendingWork first = a->post_write(gather_a(0, 256), remote_b(0, 256), {.signaled = false});
+  PendingWork second = a->post_write(gather_a(256, 256), remote_b(256, 256), {.signaled = false});
+  PendingWork third = a->post_write(gather_a(512, 256), remote_b(512, 256), {.signaled = false});
+  // Nothing signaled follows: the channel posts a zero-length signaled write to learn of it.
+  EXPECT_TRUE(third.wait().ok());
+  EXPECT_TRUE(first.poll().has_value());
+  EXPECT_TRUE(second.poll().has_value());
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, 768), b_bytes(0, 768)));
+  // The channel's own marker leaves nothing behind: the next request gets its own completion.
+  const auto next = a->write(gather_a(0, 8), remote_b(4096, 8));
+  EXPECT_EQ(next.opcode(), WorkOpcode::rdma_write);
+}
+
+TEST_F(ChannelUnsignaled, ManyUnsignaledRequestsNeverOverflowTheSendQueue) {
+  QueuePairSettings settings = default_settings();
+  settings.max_send_wr = QueueDepth(8);
+  connect(settings);
+  constexpr std::size_t kCount = 200;  // 25 times the send queue
+  fill_pattern(a_bytes(0, kCount * 64), 23);
+  a->scope([&](ChannelScope& scope) {
+    for (std::size_t i = 0; i < kCount; ++i) {
+      scope.post_write(gather_a(i * 64, 64), remote_b(i * 64, 64), {.signaled = false});
+    }
+  });
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, kCount * 64), b_bytes(0, kCount * 64)));
+}
+
+TEST_F(ChannelUnsignaled, AFailedUnsignaledRequestReportsItselfAndTheRestAreFlushed) {
+  PendingWork bad = a->post_write(gather_a(0, 64), wrong_rkey_b(0, 64), {.signaled = false});
+  PendingWork after = a->post_write(gather_a(0, 64), remote_b(0, 64), {.signaled = false});
+  PendingWork last = a->post_write(gather_a(0, 64), remote_b(64, 64));
+  auto status_of = [](PendingWork& work) {
+    try {
+      work.wait();
+      return WorkStatus::success;
+    } catch (const WorkError& error) {
+      return error.status();
+    }
+  };
+  EXPECT_EQ(status_of(bad), WorkStatus::remote_access_error);
+  EXPECT_EQ(status_of(after), WorkStatus::work_request_flushed);
+  EXPECT_EQ(status_of(last), WorkStatus::work_request_flushed);
+}
+
+TEST_F(ChannelUnsignaled, InlineSendsCarryTheirData) {
+  QueuePairSettings settings = default_settings();
+  settings.max_inline_data = InlineSize(64);
+  connect(settings);
+  fill_pattern(a_bytes(0, 64), 24);
+  PendingWork receive = b->post_receive(scatter_b(0, 64));
+  PendingWork send = a->post_send(gather_a(0, 64), {.inline_data = true});
+  EXPECT_TRUE(send.wait().ok());
+  EXPECT_EQ(receive.wait().byte_length(), 64U);
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, 64), b_bytes(0, 64)));
+}
+
+// --- manual scope
+// ---------------------------------------------------------------------------------
+
+using ChannelManualScope = ChannelTest;
+
+TEST_F(ChannelManualScope, ClosesQuietlyWhenEverythingWasWaitedFor) {
+  fill_pattern(a_bytes(0, 128), 25);
+  ManualScope scope = b->manual_scope();
+  PendingWork& receive = scope.post_receive(scatter_b(0, 128));
+  ManualScope sender = a->manual_scope();
+  EXPECT_TRUE(sender.post_send(gather_a(0, 128)).wait().ok());
+  EXPECT_EQ(receive.wait().byte_length(), 128U);
+  EXPECT_NO_THROW(scope.close());
+  EXPECT_NO_THROW(sender.close());
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, 128), b_bytes(0, 128)));
+}
+
+TEST_F(ChannelManualScope, CloseNamesTheRequestsLeftUnpolledAfterWaitingForThem) {
+  fill_pattern(a_bytes(0, 128), 26);
+  ManualScope scope = a->manual_scope();
+  const PendingWork& forgotten = scope.post_write(gather_a(0, 128), remote_b(0, 128));
+  const std::uint64_t id = forgotten.wr_id();
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::state, [&] { scope.close(); },
+                                     {"left unpolled", std::to_string(id)}));
+  // close() waited for it: the data is there.
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, 128), b_bytes(0, 128)));
+}
+
+TEST_F(ChannelManualScope, DestroyedWithUnpolledWorkWaitsAndReportsABug) {
+  fill_pattern(a_bytes(0, 128), 27);
+  testing::internal::CaptureStderr();
+  {
+    ManualScope scope = a->manual_scope();
+    scope.post_write(gather_a(0, 128), remote_b(0, 128));
+  }
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("BUG"), std::string::npos) << log;
+  EXPECT_NE(log.find("left unpolled"), std::string::npos) << log;
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, 128), b_bytes(0, 128)));
+}
+
+// --- builder
+// --------------------------------------------------------------------------------------
+
+TEST_F(ChannelTest, CompletionQueueSmallerThanBothQueuesIsRejected) {
+  QueuePairSettings settings;
+  settings.max_send_wr = QueueDepth(16);
+  settings.max_recv_wr = QueueDepth(16);
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::invalid_argument,
+      [&] { (void)ChannelBuilder(pd).queue_pair(settings).completion_queue_size(31).build(); },
+      {"completion_queue_size 31", "32"}));
+  EXPECT_NO_THROW((void)ChannelBuilder(pd).queue_pair(settings).completion_queue_size(64).build());
+}
+
+}  // namespace
+}  // namespace ibv::test
