@@ -2,6 +2,7 @@
 // orphaned requests.
 #include "channel/channel_core.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -64,7 +65,8 @@ void ChannelCore::wait_for_room(Queue queue) {
       send ? qp_.settings().max_send_wr.value() : qp_.settings().max_recv_wr.value();
   auto in_flight = [&] { return send ? send_queue_.size() : std::size_t{in_flight_receive_}; };
   if (in_flight() < capacity) return;
-  if (send && !send_queue_.empty()) ensure_retirement(send_queue_.back().wr_id);
+  // A full send queue holds a signaled request (must_signal() sees to it): its completion
+  // retires those before it and makes room.
   const auto deadline = std::chrono::steady_clock::now() + timeouts_.operation;
   while (in_flight() >= capacity) {
     if (poll_once() == 0 && std::chrono::steady_clock::now() > deadline) {
@@ -93,6 +95,8 @@ void ChannelCore::ensure_retirement(std::uint64_t wr_id) {
     }
   }
   if (!found || after) return;
+  wait_for_room(Queue::send);  // may poll, and retire wr_id on the way
+  if (!outstanding_.contains(wr_id)) return;
   // A zero-length RDMA write needs no remote address or key (IBTA C9-88); its completion
   // retires every request before it. Its own completion is discarded.
   const std::uint64_t flush = next_wr_id_++;
@@ -116,6 +120,7 @@ void ChannelCore::finish(std::uint64_t wr_id, Queue queue, const WorkCompletion&
 }
 
 void ChannelCore::retire_before(std::uint64_t wr_id, std::uint32_t qp_number) {
+  if (std::ranges::find(send_queue_, wr_id, &SendSlot::wr_id) == send_queue_.end()) return;
   while (!send_queue_.empty() && send_queue_.front().wr_id != wr_id) {
     const SendSlot slot = send_queue_.front();
     send_queue_.pop_front();

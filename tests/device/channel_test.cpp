@@ -816,6 +816,22 @@ TEST_F(ChannelUnsignaled, ManyUnsignaledRequestsNeverOverflowTheSendQueue) {
   EXPECT_TRUE(std::ranges::equal(a_bytes(0, kCount * 64), b_bytes(0, kCount * 64)));
 }
 
+TEST_F(ChannelUnsignaled, WaitingOnTheLastOfAFullSendQueueMakesRoomFirst) {
+  // max_send_wr 9: the channel signals requests 4 and 8 by itself; the 9th, unsignaled, fills
+  // the queue, and learning of it needs a zero-length write that only fits once polled room.
+  QueuePairSettings settings = default_settings();
+  settings.max_send_wr = QueueDepth(9);
+  connect(settings);
+  fill_pattern(a_bytes(0, 9 * std::size_t{64}), 28);
+  std::vector<PendingWork> work;
+  for (std::size_t i = 0; i < 9; ++i) {
+    work.push_back(a->post_write(gather_a(i * 64, 64), remote_b(i * 64, 64), {.signaled = false}));
+  }
+  EXPECT_TRUE(work.back().wait().ok());
+  for (auto& w : work) EXPECT_TRUE(w.poll().has_value()) << "wr_id " << w.wr_id();
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, 576), b_bytes(0, 576)));
+}
+
 TEST_F(ChannelUnsignaled, AFailedUnsignaledRequestReportsItselfAndTheRestAreFlushed) {
   PendingWork bad = a->post_write(gather_a(0, 64), wrong_rkey_b(0, 64), {.signaled = false});
   PendingWork after = a->post_write(gather_a(0, 64), remote_b(0, 64), {.signaled = false});
