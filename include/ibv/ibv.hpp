@@ -27,3 +27,8 @@
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/scope.hpp"
+
+// Layer 4: network (so far: configuration, launcher ranks, barrier schedules).
+#include "ibv/net/barrier_schedule.hpp"
+#include "ibv/net/launcher.hpp"
+#include "ibv/net/network_config.hpp"
