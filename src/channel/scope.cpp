@@ -83,18 +83,17 @@ PendingWork& ScopeBase::post_read(std::span<const ScatterElement> into,
       core_, [&](std::uint64_t id) { return SendRequest::read(id, into, source); }, options));
 }
 
-void ScopeBase::drain(std::vector<WorkCompletion>& failed, std::vector<std::uint64_t>& timed_out,
-                      std::vector<std::uint64_t>& unpolled) {
+void ScopeBase::drain(DrainResult& result) {
   for (auto& work : work_) {
     if (work.is_complete()) continue;  // the caller saw it: its outcome is the caller's business
-    unpolled.push_back(work.wr_id());
+    result.unpolled.push_back(work.wr_id());
     try {
       if (!work.wait_for(core_->timeouts().operation)) {
-        timed_out.push_back(work.wr_id());
+        result.timed_out.push_back(work.wr_id());
         work.orphan();
       }
     } catch (const WorkError& error) {
-      failed.push_back(error.completion());
+      result.failed.push_back(error.completion());
     }
   }
   work_.clear();  // every handle is settled or orphaned: their destructors do not wait
@@ -118,11 +117,9 @@ ChannelScope::~ChannelScope() {
 
 void ChannelScope::finish(const std::exception_ptr& body_error) {
   finished_ = true;
-  std::vector<WorkCompletion> failed;
-  std::vector<std::uint64_t> timed_out;
-  std::vector<std::uint64_t> unpolled;  // normal here: the scope waits for them
-  drain(failed, timed_out, unpolled);
-  if (failed.empty() && timed_out.empty()) {
+  detail::DrainResult result;  // unpolled requests are normal here: the scope waits for them
+  drain(result);
+  if (result.failed.empty() && result.timed_out.empty()) {
     if (body_error) std::rethrow_exception(body_error);
     return;
   }
@@ -136,20 +133,20 @@ void ChannelScope::finish(const std::exception_ptr& body_error) {
       body_message = "an exception that is not a std::exception";
     }
   }
-  throw ScopeError(body_error, std::move(failed), std::move(timed_out), body_message);
+  throw ScopeError(body_error, std::move(result.failed), std::move(result.timed_out), body_message);
 }
 
 namespace {
 /// close()'s verdict: empty when the caller polled everything.
-std::string manual_scope_problem(const std::vector<WorkCompletion>& failed,
-                                 const std::vector<std::uint64_t>& timed_out,
-                                 const std::vector<std::uint64_t>& unpolled) {
-  if (unpolled.empty()) return {};
+std::string manual_scope_problem(const detail::DrainResult& result) {
+  if (result.unpolled.empty()) return {};
   std::string text =
-      std::to_string(unpolled.size()) + " request(s) left unpolled in a manual scope (wr_id";
-  for (const auto id : unpolled) text += " " + std::to_string(id);
+      std::to_string(result.unpolled.size()) + " request(s) left unpolled in a manual scope (wr_id";
+  for (const auto id : result.unpolled) text += " " + std::to_string(id);
   text += "); they have been waited for now";
-  if (!failed.empty() || !timed_out.empty()) text += ": " + describe({}, failed, timed_out);
+  if (!result.failed.empty() || !result.timed_out.empty()) {
+    text += ": " + describe({}, result.failed, result.timed_out);
+  }
   return text;
 }
 }  // namespace
@@ -160,11 +157,9 @@ ManualScope::ManualScope(std::shared_ptr<detail::ChannelCore> core) noexcept
 void ManualScope::close() {
   if (closed_) return;
   closed_ = true;
-  std::vector<WorkCompletion> failed;
-  std::vector<std::uint64_t> timed_out;
-  std::vector<std::uint64_t> unpolled;
-  drain(failed, timed_out, unpolled);
-  if (const auto problem = manual_scope_problem(failed, timed_out, unpolled); !problem.empty()) {
+  detail::DrainResult result;
+  drain(result);
+  if (const auto problem = manual_scope_problem(result); !problem.empty()) {
     throw Error(ErrorKind::state, "ManualScope::close", EINVAL, problem,
                 "a manual scope expects every request to be polled or waited on; use "
                 "Channel::scope() to have the scope wait for you");
@@ -174,15 +169,13 @@ void ManualScope::close() {
 ManualScope::~ManualScope() {
   if (closed_) return;
   closed_ = true;
-  std::vector<WorkCompletion> failed;
-  std::vector<std::uint64_t> timed_out;
-  std::vector<std::uint64_t> unpolled;
+  detail::DrainResult result;
   try {
-    drain(failed, timed_out, unpolled);
+    drain(result);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ibverbs-cpp: ManualScope: %s\n", error.what());
   }
-  if (const auto problem = manual_scope_problem(failed, timed_out, unpolled); !problem.empty()) {
+  if (const auto problem = manual_scope_problem(result); !problem.empty()) {
     std::fprintf(stderr, "ibverbs-cpp: BUG: %s (ManualScope destroyed without close())\n",
                  problem.c_str());
   }

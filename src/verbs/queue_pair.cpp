@@ -60,6 +60,11 @@ void post_linked(std::span<Request> requests, ibv_qp* qp, int (*post)(ibv_qp*, N
   }
 }
 
+// This side's address (QPN, LID, GID, send PSN); shared by the prepared and connected forms.
+Endpoint endpoint_of(const detail::QueuePairCore& core) {
+  return Endpoint{core.qp->qp_num, core.port.lid, core.gid, core.settings.send_psn->value()};
+}
+
 // Checks and posts receives; shared by the prepared (INIT) and connected (RTS) forms.
 void post_receives(const detail::QueuePairCore& core, std::span<ReceiveRequest> requests) {
   const auto max_sge = core.settings.max_recv_sge.value();
@@ -271,10 +276,7 @@ PreparedQueuePair QueuePairBuilder::build() const {
 PreparedQueuePair::PreparedQueuePair(std::unique_ptr<detail::QueuePairCore> core) noexcept
     : core_(std::move(core)) {}
 
-Endpoint PreparedQueuePair::endpoint() const {
-  return Endpoint{core_->qp->qp_num, core_->port.lid, core_->gid,
-                  core_->settings.send_psn->value()};
-}
+Endpoint PreparedQueuePair::endpoint() const { return endpoint_of(*core_); }
 
 void PreparedQueuePair::post_receive(std::span<ReceiveRequest> requests) const {
   if (!core_) {
@@ -364,9 +366,7 @@ QueuePair::QueuePair(std::unique_ptr<detail::QueuePairCore> core, const Endpoint
 
 std::uint32_t QueuePair::qp_number() const noexcept { return core_->qp->qp_num; }
 
-Endpoint QueuePair::local_endpoint() const {
-  return Endpoint{qp_number(), core_->port.lid, core_->gid, core_->settings.send_psn->value()};
-}
+Endpoint QueuePair::local_endpoint() const { return endpoint_of(*core_); }
 
 std::string QueuePair::query_state() const {
   ibv_qp_attr attr{};

@@ -44,6 +44,13 @@ class ScopeError : public Error {
 };
 
 namespace detail {
+/// What a scope found when it waited for its requests at the end.
+struct DrainResult {
+  std::vector<WorkCompletion> failed;    ///< completions that failed, in posting order
+  std::vector<std::uint64_t> timed_out;  ///< did not complete in time; now orphaned
+  std::vector<std::uint64_t> unpolled;   ///< the caller had not seen these complete
+};
+
 /// What both kinds of scope share: posting, and keeping every request's PendingWork until the
 /// scope ends. Every post_* returns a reference to that PendingWork, valid until then.
 class ScopeBase {
@@ -72,11 +79,10 @@ class ScopeBase {
   explicit ScopeBase(std::shared_ptr<ChannelCore> core) noexcept;
   ~ScopeBase() = default;
 
-  /// Waits for every request not yet seen complete. Failed ones go to `failed`, ones that did
-  /// not complete in time are orphaned and go to `timed_out`, and `unpolled` gets the wr_id of
-  /// every request the caller had not seen complete. Afterwards the scope holds nothing.
-  void drain(std::vector<WorkCompletion>& failed, std::vector<std::uint64_t>& timed_out,
-             std::vector<std::uint64_t>& unpolled);
+  /// Waits for every request not yet seen complete and records into `result` what it found
+  /// (filled as it goes, so a throw midway keeps what was found). Requests that did not
+  /// complete in time are orphaned. Afterwards the scope holds nothing.
+  void drain(DrainResult& result);
 
   std::shared_ptr<ChannelCore> core_;
 
