@@ -29,6 +29,10 @@
 #include "ibv/channel/scope.hpp"
 
 // Layer 4: network (so far: configuration, launcher ranks, barrier schedules).
+#include "ibv/multi_channel/multi_channel.hpp"
+#include "ibv/multi_channel/multi_channel_scope.hpp"
+#include "ibv/multi_channel/peer_remote_memory_region.hpp"
+#include "ibv/multi_channel/peer_request.hpp"
 #include "ibv/net/barrier_schedule.hpp"
 #include "ibv/net/launcher.hpp"
 #include "ibv/net/network_config.hpp"

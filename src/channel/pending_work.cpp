@@ -58,6 +58,10 @@ WorkCompletion PendingWork::wait() {
               "once more, then orphans it)");
 }
 
+std::chrono::milliseconds PendingWork::operation_timeout() const noexcept {
+  return core_ ? core_->timeouts().operation : std::chrono::milliseconds(0);
+}
+
 void PendingWork::orphan() noexcept {
   if (core_ && !completion_) core_->orphan(wr_id_);
   core_.reset();

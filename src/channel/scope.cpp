@@ -1,6 +1,8 @@
-// ChannelScope and ScopeError: posting inside a scope, and draining everything at its exit.
+// Scopes: posting inside a Channel scope, and ScopeWork, which waits for a scope's requests at
+// its end and turns what it found into ScopeError or a manual scope's complaint.
 #include "ibv/channel/scope.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -10,66 +12,196 @@
 namespace ibv {
 namespace {
 
-std::string describe(std::string_view body_message, const std::vector<WorkCompletion>& failed,
-                     const std::vector<std::uint64_t>& timed_out) {
+std::string on_peer(const std::optional<std::uint32_t>& peer) {
+  return peer ? "peer " + std::to_string(*peer) + ": " : std::string();
+}
+
+/// "2 request(s) failed: [peer 1: ...] [...]; 1 request(s) did not complete in time ...".
+std::string describe(std::string_view body_message, const detail::DrainResult& result) {
   std::string text;
   if (!body_message.empty()) text += "the body threw: " + std::string(body_message);
-  if (!failed.empty()) {
+  if (!result.failed.empty()) {
     if (!text.empty()) text += "; ";
-    text += std::to_string(failed.size()) + " request(s) failed at the scope's exit:";
-    for (const auto& completion : failed) text += " [" + completion.to_string() + "]";
+    text += std::to_string(result.failed.size()) + " request(s) failed:";
+    for (std::size_t i = 0; i < result.failed.size(); ++i) {
+      text += " [" + on_peer(result.failed_peers[i]) + result.failed[i].to_string() + "]";
+    }
   }
-  if (!timed_out.empty()) {
+  if (!result.timed_out.empty()) {
     if (!text.empty()) text += "; ";
-    text += std::to_string(timed_out.size()) + " request(s) did not complete in time (orphaned):";
-    for (const auto id : timed_out) text += " wr_id " + std::to_string(id);
+    text += std::to_string(result.timed_out.size()) +
+            " request(s) did not complete in time (orphaned):";
+    for (std::size_t i = 0; i < result.timed_out.size(); ++i) {
+      text += " [" + on_peer(result.timed_out_peers[i]) + "wr_id " +
+              std::to_string(result.timed_out[i]) + "]";
+    }
   }
   return text;
 }
 
+std::string message_of(const std::exception_ptr& error) {
+  if (!error) return {};
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& exception) {
+    return exception.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+/// close()'s verdict on a manual scope: empty when the caller polled everything.
+std::string manual_scope_problem(const detail::DrainResult& result) {
+  if (result.unpolled.empty()) return {};
+  std::string text =
+      std::to_string(result.unpolled.size()) + " request(s) left unpolled in a manual scope (";
+  for (std::size_t i = 0; i < result.unpolled.size(); ++i) {
+    if (i > 0) text += ", ";
+    text += on_peer(result.unpolled_peers[i]) + "wr_id " + std::to_string(result.unpolled[i]);
+  }
+  text += "); they have been waited for now";
+  if (!result.failed.empty() || !result.timed_out.empty()) {
+    text += ": " + describe({}, result);
+  }
+  return text;
+}
+
+[[noreturn]] void throw_scope_error(std::string_view operation, const std::exception_ptr& body,
+                                    detail::DrainResult& result) {
+  const std::string description = describe(message_of(body), result);
+  throw ScopeError(operation, body, std::move(result.failed), std::move(result.timed_out),
+                   description);
+}
+
 }  // namespace
 
-ScopeError::ScopeError(std::exception_ptr body_error, std::vector<WorkCompletion> failed,
-                       std::vector<std::uint64_t> timed_out, std::string_view body_message)
-    : Error(timed_out.empty() ? ErrorKind::driver : ErrorKind::timeout, "Channel::scope", EIO,
-            describe(body_message, failed, timed_out)),
+ScopeError::ScopeError(std::string_view operation, std::exception_ptr body_error,
+                       std::vector<WorkCompletion> failed, std::vector<std::uint64_t> timed_out,
+                       std::string_view description)
+    : Error(timed_out.empty() ? ErrorKind::driver : ErrorKind::timeout, operation, EIO,
+            description),
       body_error_(std::move(body_error)),
       failed_(std::move(failed)),
       timed_out_(std::move(timed_out)) {}
 
 namespace detail {
 
+PendingWork& ScopeWork::keep(PendingWork work, std::optional<std::uint32_t> peer) {
+  return work_.emplace_back(Kept{std::move(work), peer}).work;
+}
+
+void ScopeWork::drain(DrainResult& result) {
+  for (auto& [work, peer] : work_) {
+    if (work.is_complete()) continue;  // the caller saw it: its outcome is the caller's business
+    result.unpolled.push_back(work.wr_id());
+    result.unpolled_peers.push_back(peer);
+    try {
+      if (!work.wait_for(work.operation_timeout())) {
+        result.timed_out.push_back(work.wr_id());
+        result.timed_out_peers.push_back(peer);
+        work.orphan();
+      }
+    } catch (const WorkError& error) {
+      result.failed.push_back(error.completion());
+      result.failed_peers.push_back(peer);
+    }
+  }
+  work_.clear();  // every handle is settled or orphaned: their destructors do not wait
+}
+
+void ScopeWork::finish(std::string_view operation, const std::exception_ptr& body_error) {
+  DrainResult result;  // unpolled requests are normal here: the scope waits for them
+  drain(result);
+  if (result.failed.empty() && result.timed_out.empty()) {
+    if (body_error) std::rethrow_exception(body_error);
+    return;
+  }
+  throw_scope_error(operation, body_error, result);
+}
+
+void ScopeWork::close(std::string_view operation) {
+  DrainResult result;
+  drain(result);
+  if (const auto problem = manual_scope_problem(result); !problem.empty()) {
+    throw Error(ErrorKind::state, operation, EINVAL, problem,
+                "a manual scope expects every request to be polled or waited on; use a scope "
+                "with a body (scope([&](auto& s) { ... })) to have the scope wait for you");
+  }
+}
+
+void ScopeWork::abandon(std::string_view operation) noexcept {
+  DrainResult result;
+  try {
+    drain(result);
+    if (const auto problem = manual_scope_problem(result); !problem.empty()) {
+      std::fprintf(stderr, "ibverbs-cpp: BUG: %s (%.*s destroyed without close())\n",
+                   problem.c_str(), static_cast<int>(operation.size()), operation.data());
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ibverbs-cpp: %.*s: %s\n", static_cast<int>(operation.size()),
+                 operation.data(), error.what());
+  }
+}
+
+std::vector<WorkCompletion> ScopeWork::complete_all(std::string_view operation,
+                                                    std::chrono::nanoseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<WorkCompletion> completions;
+  completions.reserve(work_.size());
+  DrainResult result;
+  for (auto& [work, peer] : work_) {
+    try {
+      const auto left =
+          std::max(std::chrono::nanoseconds(0),
+                   std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
+      if (auto completion = work.wait_for(left)) {
+        completions.push_back(*completion);
+      } else {
+        result.timed_out.push_back(work.wr_id());
+        result.timed_out_peers.push_back(peer);
+        work.orphan();
+      }
+    } catch (const WorkError& error) {
+      result.failed.push_back(error.completion());
+      result.failed_peers.push_back(peer);
+    }
+  }
+  work_.clear();
+  if (!result.failed.empty() || !result.timed_out.empty()) {
+    throw_scope_error(operation, nullptr, result);
+  }
+  return completions;
+}
+
 ScopeBase::ScopeBase(std::shared_ptr<ChannelCore> core) noexcept : core_(std::move(core)) {}
 
-PendingWork& ScopeBase::keep(PendingWork work) { return work_.emplace_back(std::move(work)); }
-
 PendingWork& ScopeBase::post_send(std::span<const GatherElement> data, PostOptions options) {
-  return keep(post(
+  return work_.keep(post(
       core_, [&](std::uint64_t id) { return SendRequest::send(id, data); }, options));
 }
 
 PendingWork& ScopeBase::post_send_with_immediate(std::span<const GatherElement> data,
                                                  std::uint32_t immediate, PostOptions options) {
-  return keep(post(
+  return work_.keep(post(
       core_,
       [&](std::uint64_t id) { return SendRequest::send_with_immediate(id, data, immediate); },
       options));
 }
 
 PendingWork& ScopeBase::post_receive(std::span<const ScatterElement> into) {
-  return keep({core_, core_->post_receive(into)});
+  return work_.keep({core_, core_->post_receive(into)});
 }
 
 PendingWork& ScopeBase::post_write(std::span<const GatherElement> data,
                                    const RemoteMemoryRegion& destination, PostOptions options) {
-  return keep(post(
+  return work_.keep(post(
       core_, [&](std::uint64_t id) { return SendRequest::write(id, data, destination); }, options));
 }
 
 PendingWork& ScopeBase::post_write_with_immediate(std::span<const GatherElement> data,
                                                   const RemoteMemoryRegion& destination,
                                                   std::uint32_t immediate, PostOptions options) {
-  return keep(post(
+  return work_.keep(post(
       core_,
       [&](std::uint64_t id) {
         return SendRequest::write_with_immediate(id, data, destination, immediate);
@@ -79,24 +211,8 @@ PendingWork& ScopeBase::post_write_with_immediate(std::span<const GatherElement>
 
 PendingWork& ScopeBase::post_read(std::span<const ScatterElement> into,
                                   const RemoteMemoryRegion& source, PostOptions options) {
-  return keep(post(
+  return work_.keep(post(
       core_, [&](std::uint64_t id) { return SendRequest::read(id, into, source); }, options));
-}
-
-void ScopeBase::drain(DrainResult& result) {
-  for (auto& work : work_) {
-    if (work.is_complete()) continue;  // the caller saw it: its outcome is the caller's business
-    result.unpolled.push_back(work.wr_id());
-    try {
-      if (!work.wait_for(core_->timeouts().operation)) {
-        result.timed_out.push_back(work.wr_id());
-        work.orphan();
-      }
-    } catch (const WorkError& error) {
-      result.failed.push_back(error.completion());
-    }
-  }
-  work_.clear();  // every handle is settled or orphaned: their destructors do not wait
 }
 
 }  // namespace detail
@@ -117,39 +233,8 @@ ChannelScope::~ChannelScope() {
 
 void ChannelScope::finish(const std::exception_ptr& body_error) {
   finished_ = true;
-  detail::DrainResult result;  // unpolled requests are normal here: the scope waits for them
-  drain(result);
-  if (result.failed.empty() && result.timed_out.empty()) {
-    if (body_error) std::rethrow_exception(body_error);
-    return;
-  }
-  std::string body_message;
-  if (body_error) {
-    try {
-      std::rethrow_exception(body_error);
-    } catch (const std::exception& error) {
-      body_message = error.what();
-    } catch (...) {
-      body_message = "an exception that is not a std::exception";
-    }
-  }
-  throw ScopeError(body_error, std::move(result.failed), std::move(result.timed_out), body_message);
+  work_.finish("Channel::scope", body_error);
 }
-
-namespace {
-/// close()'s verdict: empty when the caller polled everything.
-std::string manual_scope_problem(const detail::DrainResult& result) {
-  if (result.unpolled.empty()) return {};
-  std::string text =
-      std::to_string(result.unpolled.size()) + " request(s) left unpolled in a manual scope (wr_id";
-  for (const auto id : result.unpolled) text += " " + std::to_string(id);
-  text += "); they have been waited for now";
-  if (!result.failed.empty() || !result.timed_out.empty()) {
-    text += ": " + describe({}, result.failed, result.timed_out);
-  }
-  return text;
-}
-}  // namespace
 
 ManualScope::ManualScope(std::shared_ptr<detail::ChannelCore> core) noexcept
     : ScopeBase(std::move(core)) {}
@@ -157,28 +242,13 @@ ManualScope::ManualScope(std::shared_ptr<detail::ChannelCore> core) noexcept
 void ManualScope::close() {
   if (closed_) return;
   closed_ = true;
-  detail::DrainResult result;
-  drain(result);
-  if (const auto problem = manual_scope_problem(result); !problem.empty()) {
-    throw Error(ErrorKind::state, "ManualScope::close", EINVAL, problem,
-                "a manual scope expects every request to be polled or waited on; use "
-                "Channel::scope() to have the scope wait for you");
-  }
+  work_.close("ManualScope::close");
 }
 
 ManualScope::~ManualScope() {
   if (closed_) return;
   closed_ = true;
-  detail::DrainResult result;
-  try {
-    drain(result);
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "ibverbs-cpp: ManualScope: %s\n", error.what());
-  }
-  if (const auto problem = manual_scope_problem(result); !problem.empty()) {
-    std::fprintf(stderr, "ibverbs-cpp: BUG: %s (ManualScope destroyed without close())\n",
-                 problem.c_str());
-  }
+  work_.abandon("ManualScope");
 }
 
 }  // namespace ibv

@@ -36,29 +36,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-/// Success when both byte ranges are equal; otherwise names the first byte that differs.
-::testing::AssertionResult same_bytes(std::span<const std::byte> expected,
-                                      std::span<const std::byte> actual) {
-  if (expected.size() != actual.size()) {
-    return ::testing::AssertionFailure()
-           << "sizes differ: " << expected.size() << " expected, " << actual.size() << " actual";
-  }
-  const auto [e, a] = std::mismatch(expected.begin(), expected.end(), actual.begin());
-  if (e == expected.end()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "first difference at byte " << (e - expected.begin()) << " of " << expected.size()
-         << ": expected " << std::to_integer<int>(*e) << ", got " << std::to_integer<int>(*a);
-}
-
-/// Success when every byte is zero (memory nothing should have written to).
-::testing::AssertionResult all_zero(std::span<const std::byte> bytes) {
-  const auto it =
-      std::find_if(bytes.begin(), bytes.end(), [](std::byte x) { return x != std::byte{0}; });
-  if (it == bytes.end()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "byte " << (it - bytes.begin()) << " is " << std::to_integer<int>(*it) << ", not 0";
-}
-
 /// The body's own exception type in the scope tests, so nothing else can pass for it.
 class BodyFailure : public std::runtime_error {
  public:

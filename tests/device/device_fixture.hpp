@@ -3,11 +3,13 @@
 // queue pairs connected to each other on it.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,6 +98,29 @@ inline void fill_pattern(std::span<std::byte> bytes, unsigned seed) {
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     bytes[i] = static_cast<std::byte>((i * 31U + seed * 7U + (i >> 8U)) & 0xffU);
   }
+}
+
+/// Success when both byte ranges are equal; otherwise names the first byte that differs.
+inline ::testing::AssertionResult same_bytes(std::span<const std::byte> expected,
+                                             std::span<const std::byte> actual) {
+  if (expected.size() != actual.size()) {
+    return ::testing::AssertionFailure()
+           << "sizes differ: " << expected.size() << " expected, " << actual.size() << " actual";
+  }
+  const auto [e, a] = std::mismatch(expected.begin(), expected.end(), actual.begin());
+  if (e == expected.end()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "first difference at byte " << (e - expected.begin()) << " of " << expected.size()
+         << ": expected " << std::to_integer<int>(*e) << ", got " << std::to_integer<int>(*a);
+}
+
+/// Success when every byte is zero (memory nothing should have written to).
+inline ::testing::AssertionResult all_zero(std::span<const std::byte> bytes) {
+  const auto it =
+      std::find_if(bytes.begin(), bytes.end(), [](std::byte x) { return x != std::byte{0}; });
+  if (it == bytes.end()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "byte " << (it - bytes.begin()) << " is " << std::to_integer<int>(*it) << ", not 0";
 }
 
 }  // namespace ibv::test

@@ -12,7 +12,7 @@ namespace ibv {
 
 namespace detail {
 class ChannelCore;
-class ScopeBase;
+class ScopeWork;
 }  // namespace detail
 
 /// One work request posted on a Channel and not yet seen complete. Move-only and
@@ -57,8 +57,10 @@ class [[nodiscard]] PendingWork {
   [[nodiscard]] std::uint64_t wr_id() const noexcept { return wr_id_; }
 
  private:
-  friend class detail::ScopeBase;
+  friend class detail::ScopeWork;
   void settle() noexcept;
+  /// The channel's operation timeout (0 for a moved-from handle).
+  [[nodiscard]] std::chrono::milliseconds operation_timeout() const noexcept;
   /// Gives up on the request without waiting (its completion will be discarded).
   void orphan() noexcept;
   std::shared_ptr<detail::ChannelCore> core_;

@@ -3,11 +3,14 @@
 // is a bug; and ScopeError, what went wrong in a scope.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "ibv/channel/pending_work.hpp"
@@ -20,11 +23,15 @@
 namespace ibv {
 
 /// A scope's failure: the completions that failed or did not arrive when the scope drained its
-/// work at the exit, and the body's own exception if it threw too. what() names them all.
+/// work at the exit, and the body's own exception if it threw too. what() names them all (in a
+/// MultiChannel scope, with the peer of each). Also thrown by the MultiChannel calls that post
+/// to several peers and wait for all of them.
 class ScopeError : public Error {
  public:
-  ScopeError(std::exception_ptr body_error, std::vector<WorkCompletion> failed,
-             std::vector<std::uint64_t> timed_out, std::string_view body_message);
+  /// `description` is what() after the operation's name (made by the scope).
+  ScopeError(std::string_view operation, std::exception_ptr body_error,
+             std::vector<WorkCompletion> failed, std::vector<std::uint64_t> timed_out,
+             std::string_view description);
 
   /// Whether the body threw (its exception is body_exception()).
   [[nodiscard]] bool body_failed() const noexcept { return body_error_ != nullptr; }
@@ -35,6 +42,7 @@ class ScopeError : public Error {
   }
   /// wr_ids of requests that had not completed within the channel's timeout at the exit (they
   /// are orphaned: their buffers stay in use until they complete or the channel is destroyed).
+  /// In a MultiChannel scope wr_ids are per peer: what() names the peer of each.
   [[nodiscard]] const std::vector<std::uint64_t>& timed_out() const noexcept { return timed_out_; }
 
  private:
@@ -44,15 +52,63 @@ class ScopeError : public Error {
 };
 
 namespace detail {
-/// What a scope found when it waited for its requests at the end.
+/// What a scope found when it waited for its requests at the end. The peer vectors run
+/// parallel to the others: the peer a request went to, or nullopt on a plain Channel.
 struct DrainResult {
   std::vector<WorkCompletion> failed;    ///< completions that failed, in posting order
   std::vector<std::uint64_t> timed_out;  ///< did not complete in time; now orphaned
   std::vector<std::uint64_t> unpolled;   ///< the caller had not seen these complete
+  std::vector<std::optional<std::uint32_t>> failed_peers;
+  std::vector<std::optional<std::uint32_t>> timed_out_peers;
+  std::vector<std::optional<std::uint32_t>> unpolled_peers;
 };
 
-/// What both kinds of scope share: posting, and keeping every request's PendingWork until the
-/// scope ends. Every post_* returns a reference to that PendingWork, valid until then.
+/// The requests of one scope (on one channel or on the channels of several peers), kept until
+/// the scope ends, and what ending a scope means: waiting for all of them, then reporting.
+class ScopeWork {
+ public:
+  ScopeWork() = default;
+  ScopeWork(const ScopeWork&) = delete;
+  ScopeWork& operator=(const ScopeWork&) = delete;
+  ScopeWork(ScopeWork&&) = delete;
+  ScopeWork& operator=(ScopeWork&&) = delete;
+  ~ScopeWork() = default;
+
+  /// Keeps `work` (posted to `peer`, if on a MultiChannel) until the scope ends; the reference
+  /// stays valid until then.
+  PendingWork& keep(PendingWork work, std::optional<std::uint32_t> peer = {});
+  [[nodiscard]] std::size_t size() const noexcept { return work_.size(); }
+
+  /// Waits for every request not yet seen complete (each at most its channel's operation
+  /// timeout) and records into `result` what it found, filled as it goes, so a throw midway
+  /// keeps what was found. Requests that did not complete in time are orphaned. Afterwards
+  /// nothing is kept.
+  void drain(DrainResult& result);
+  /// The end of a scope with a body: drains, then throws ScopeError if any request failed or
+  /// timed out, or rethrows `body_error` if only the body failed.
+  void finish(std::string_view operation, const std::exception_ptr& body_error);
+  /// The end of a manual scope: drains, then throws ibv::Error (state) if any request was left
+  /// unpolled (naming them, and any that failed or timed out).
+  void close(std::string_view operation);
+  /// A manual scope destroyed without close(): drains, and reports unpolled work as a bug on
+  /// stderr. Never throws.
+  void abandon(std::string_view operation) noexcept;
+  /// Waits for every request (all of them within `timeout` together) and returns their
+  /// completions in posting order; throws ScopeError naming `operation` if any failed or did
+  /// not complete in time (after waiting for all the others). Afterwards nothing is kept.
+  std::vector<WorkCompletion> complete_all(std::string_view operation,
+                                           std::chrono::nanoseconds timeout);
+
+ private:
+  struct Kept {
+    PendingWork work;
+    std::optional<std::uint32_t> peer;
+  };
+  std::deque<Kept> work_;  // a deque: references stay valid as it grows
+};
+
+/// Channel scopes' posting: every post_* keeps the request's PendingWork until the scope ends
+/// and returns a reference to it, valid until then.
 class ScopeBase {
  public:
   ScopeBase(const ScopeBase&) = delete;
@@ -79,16 +135,8 @@ class ScopeBase {
   explicit ScopeBase(std::shared_ptr<ChannelCore> core) noexcept;
   ~ScopeBase() = default;
 
-  /// Waits for every request not yet seen complete and records into `result` what it found
-  /// (filled as it goes, so a throw midway keeps what was found). Requests that did not
-  /// complete in time are orphaned. Afterwards the scope holds nothing.
-  void drain(DrainResult& result);
-
   std::shared_ptr<ChannelCore> core_;
-
- private:
-  PendingWork& keep(PendingWork work);
-  std::deque<PendingWork> work_;  // a deque: references stay valid as it grows
+  ScopeWork work_;
 };
 }  // namespace detail
 

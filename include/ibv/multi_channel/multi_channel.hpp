@@ -1,0 +1,224 @@
+// MultiChannel: one Channel per peer, all on one protection domain (so one memory region serves
+// every peer), with peer-addressed posting in the Channel's three styles and calls that address
+// several peers at once: scatter send, gather receive, scatter write, gather read, multicast.
+//
+// The model. A job has `world_size` ranks; this process is `rank`. MultiChannelBuilder makes
+// one queue pair per other rank (PreparedMultiChannel). Every rank sends every other rank the
+// endpoint of the queue pair meant for it (endpoint_for(peer)), out of band (ibv::net::Exchanger
+// does this over TCP); handshake() takes the endpoints the peers meant for this rank and
+// connects all the queue pairs. There is no channel from a rank to itself.
+//
+//   ibv::PreparedMultiChannel prepared = ibv::MultiChannelBuilder(pd, rank, world_size).build();
+//   // ... send prepared.endpoint_for(p) to each peer p, receive theirs into remote[p] ...
+//   ibv::MultiChannel channels = std::move(prepared).handshake(remote);
+//   channels.scope([&](ibv::MultiChannelScope& s) {
+//     s.post_multicast_send(std::array{1U, 2U, 3U}, data);  // returns once all three are done
+//   });
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ibv/channel/channel.hpp"
+#include "ibv/multi_channel/multi_channel_scope.hpp"
+#include "ibv/multi_channel/peer_remote_memory_region.hpp"
+#include "ibv/multi_channel/peer_request.hpp"
+#include "ibv/verbs/endpoint.hpp"
+#include "ibv/verbs/protection_domain.hpp"
+
+namespace ibv {
+
+class PreparedMultiChannel;
+
+/// Settings of a MultiChannel: this rank, the number of ranks, and what every per-peer Channel
+/// gets (the settings of ChannelBuilder).
+class MultiChannelBuilder {
+ public:
+  /// Throws ibv::Error (invalid_argument) when world_size is 0 or rank is not below it.
+  MultiChannelBuilder(ProtectionDomain pd, std::uint32_t rank, std::uint32_t world_size);
+
+  MultiChannelBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
+  MultiChannelBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
+  /// Entries of each channel's completion queue (see ChannelBuilder::completion_queue_size).
+  MultiChannelBuilder& completion_queue_size(int entries) noexcept;
+
+  /// Creates world_size - 1 channels' queue pairs and completion queues.
+  [[nodiscard]] PreparedMultiChannel build() const;
+
+ private:
+  ProtectionDomain pd_;
+  ChannelBuilder channel_;
+  std::uint32_t rank_;
+  std::uint32_t world_size_;
+  ChannelTimeouts timeouts_;
+};
+
+/// The queue pairs of a MultiChannel, made but not connected.
+class PreparedMultiChannel {
+ public:
+  PreparedMultiChannel(ProtectionDomain pd, std::uint32_t rank,
+                       std::vector<std::optional<PreparedChannel>> channels,
+                       ChannelTimeouts timeouts);
+
+  [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::uint32_t world_size() const noexcept {
+    return static_cast<std::uint32_t>(channels_.size());
+  }
+  /// The endpoint of the queue pair that connects to `peer`: send it to that peer. Throws
+  /// ibv::Error (invalid_argument) when `peer` is this rank or not below the world size.
+  [[nodiscard]] Endpoint endpoint_for(std::uint32_t peer) const;
+  /// endpoint_for() of every rank, indexed by rank; this rank's own entry is nullopt.
+  [[nodiscard]] std::vector<std::optional<Endpoint>> endpoints() const;
+
+  /// Connects every queue pair. `remote[p]` is the endpoint peer p made for this rank (its
+  /// endpoint_for(rank())); `remote` has world_size() entries, and this rank's own entry is
+  /// ignored (it may be nullopt). Everything is checked before any queue pair changes state:
+  /// a wrong size or a missing peer throws ibv::Error (invalid_argument) naming it.
+  [[nodiscard]] MultiChannel handshake(std::span<const std::optional<Endpoint>> remote) &&;
+
+ private:
+  ProtectionDomain pd_;
+  std::uint32_t rank_;
+  std::vector<std::optional<PreparedChannel>> channels_;  // index = peer; empty at rank_
+  ChannelTimeouts timeouts_;
+};
+
+/// One connected Channel per peer, on one protection domain. Move-only; not thread-safe (as a
+/// Channel: one thread at a time; the per-peer channels may be used from different threads
+/// through channel(peer)).
+///
+/// Every call names its peer by rank. A peer that is this rank or not below the world size, or
+/// a PeerRemoteMemoryRegion tagged with another peer than the one addressed, throws ibv::Error
+/// (invalid_argument) before anything is posted; the calls that address several peers check all
+/// their elements first, so bad input never leaves half of a batch posted.
+///
+/// - blocking (`send`, ..., `scatter_send`, ...): post, wait (by default at most the operation
+///   timeout, for a batch: all of it within one timeout), return the completions (of a batch:
+///   in the order of the input). A failure throws ibv::WorkError (one request) or ScopeError
+///   (a batch: after waiting for the rest, naming the peer of each failure); a request that
+///   does not complete in time is orphaned as on a Channel.
+/// - scoped (`scope`, `manual_scope`): see MultiChannelScope.
+/// - unpolled (`post_*`): PendingWork handles (a batch: one per element, in input order).
+class MultiChannel {
+ public:
+  using Timeout = Channel::Timeout;
+
+  /// `channels[p]` connects to peer p; empty exactly at `rank`. All on `pd`, all with
+  /// `timeouts` (the default of the batch calls).
+  MultiChannel(ProtectionDomain pd, std::uint32_t rank,
+               std::vector<std::optional<Channel>> channels, ChannelTimeouts timeouts);
+
+  [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::uint32_t world_size() const noexcept {
+    return static_cast<std::uint32_t>(channels_.size());
+  }
+  /// The ranks this MultiChannel connects to: every rank but rank(), ascending.
+  [[nodiscard]] std::vector<std::uint32_t> peers() const;
+  /// The channel to `peer`, for anything not covered here. Throws ibv::Error (invalid_argument)
+  /// when `peer` is this rank or not below the world size.
+  [[nodiscard]] Channel& channel(std::uint32_t peer);
+  [[nodiscard]] const Channel& channel(std::uint32_t peer) const;
+  /// The peer whose channel produced `completion` (by its QP number), or nullopt.
+  [[nodiscard]] std::optional<std::uint32_t> peer_of(const WorkCompletion& completion) const;
+  /// The protection domain every channel is on: register memory here to use it with any peer.
+  [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept { return pd_; }
+  /// The timeouts every channel has; `operation` is the default of the blocking calls.
+  [[nodiscard]] const ChannelTimeouts& timeouts() const noexcept { return timeouts_; }
+
+  // Blocking, one peer.
+  WorkCompletion send(std::uint32_t peer, std::span<const GatherElement> data,
+                      Timeout timeout = {});
+  WorkCompletion send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
+                                     std::uint32_t immediate, Timeout timeout = {});
+  WorkCompletion receive(std::uint32_t peer, std::span<const ScatterElement> into,
+                         Timeout timeout = {});
+  WorkCompletion write(std::uint32_t peer, std::span<const GatherElement> data,
+                       const PeerRemoteMemoryRegion& destination, Timeout timeout = {});
+  WorkCompletion write_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
+                                      const PeerRemoteMemoryRegion& destination,
+                                      std::uint32_t immediate, Timeout timeout = {});
+  WorkCompletion read(std::uint32_t peer, std::span<const ScatterElement> into,
+                      const PeerRemoteMemoryRegion& source, Timeout timeout = {});
+
+  // Blocking, several peers: the completions in input order.
+  std::vector<WorkCompletion> scatter_send(std::span<const PeerSend> sends, Timeout timeout = {});
+  std::vector<WorkCompletion> gather_receive(std::span<const PeerReceive> receives,
+                                             Timeout timeout = {});
+  std::vector<WorkCompletion> scatter_write(std::span<const PeerWrite> writes,
+                                            Timeout timeout = {});
+  std::vector<WorkCompletion> gather_read(std::span<const PeerRead> reads, Timeout timeout = {});
+  /// Sends the same `data` to every rank of `peers` (no rank twice).
+  std::vector<WorkCompletion> multicast_send(std::span<const std::uint32_t> peers,
+                                             std::span<const GatherElement> data,
+                                             Timeout timeout = {});
+
+  // Unpolled, one peer.
+  PendingWork post_send(std::uint32_t peer, std::span<const GatherElement> data,
+                        PostOptions options = {});
+  PendingWork post_send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
+                                       std::uint32_t immediate, PostOptions options = {});
+  PendingWork post_receive(std::uint32_t peer, std::span<const ScatterElement> into);
+  PendingWork post_write(std::uint32_t peer, std::span<const GatherElement> data,
+                         const PeerRemoteMemoryRegion& destination, PostOptions options = {});
+  PendingWork post_write_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
+                                        const PeerRemoteMemoryRegion& destination,
+                                        std::uint32_t immediate, PostOptions options = {});
+  PendingWork post_read(std::uint32_t peer, std::span<const ScatterElement> into,
+                        const PeerRemoteMemoryRegion& source, PostOptions options = {});
+
+  // Unpolled, several peers: one handle per element, in input order.
+  [[nodiscard]] std::vector<PendingWork> post_scatter_send(std::span<const PeerSend> sends,
+                                                           PostOptions options = {});
+  [[nodiscard]] std::vector<PendingWork> post_gather_receive(std::span<const PeerReceive> receives);
+  [[nodiscard]] std::vector<PendingWork> post_scatter_write(std::span<const PeerWrite> writes,
+                                                            PostOptions options = {});
+  [[nodiscard]] std::vector<PendingWork> post_gather_read(std::span<const PeerRead> reads,
+                                                          PostOptions options = {});
+  [[nodiscard]] std::vector<PendingWork> post_multicast_send(std::span<const std::uint32_t> peers,
+                                                             std::span<const GatherElement> data,
+                                                             PostOptions options = {});
+
+  /// A scope without a body: see MultiManualScope.
+  [[nodiscard]] MultiManualScope manual_scope() { return MultiManualScope(*this); }
+
+  /// Runs `body` with a MultiChannelScope and returns what it returns, after every request
+  /// posted through the scope has completed, also when the body throws (as Channel::scope).
+  template <typename Body>
+  requires std::is_invocable_v<Body, MultiChannelScope&>
+  auto scope(Body&& body) -> std::decay_t<std::invoke_result_t<Body, MultiChannelScope&>> {
+    using Result = std::decay_t<std::invoke_result_t<Body, MultiChannelScope&>>;
+    MultiChannelScope scope(*this);
+    std::exception_ptr body_error;
+    if constexpr (std::is_void_v<Result>) {
+      try {
+        std::forward<Body>(body)(scope);
+      } catch (...) {
+        body_error = std::current_exception();
+      }
+      scope.finish(body_error);  // throws if anything failed
+    } else {
+      std::optional<Result> result;
+      try {
+        result.emplace(std::forward<Body>(body)(scope));
+      } catch (...) {
+        body_error = std::current_exception();
+      }
+      scope.finish(body_error);
+      return std::move(*result);
+    }
+  }
+
+ private:
+  ProtectionDomain pd_;
+  std::uint32_t rank_;
+  std::vector<std::optional<Channel>> channels_;  // index = peer; empty at rank_
+  ChannelTimeouts timeouts_;
+};
+
+}  // namespace ibv

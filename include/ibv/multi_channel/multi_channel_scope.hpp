@@ -1,0 +1,106 @@
+// Scopes of a MultiChannel: MultiChannelScope, which MultiChannel::scope() gives its body and
+// which returns only after every request posted through it (to any peer) has completed; and
+// MultiManualScope, where leaving work unpolled is a bug. The MultiChannel counterparts of
+// ChannelScope and ManualScope (see ibv/channel/scope.hpp).
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <span>
+
+#include "ibv/channel/pending_work.hpp"
+#include "ibv/channel/post_options.hpp"
+#include "ibv/channel/scope.hpp"
+#include "ibv/multi_channel/peer_remote_memory_region.hpp"
+#include "ibv/multi_channel/peer_request.hpp"
+#include "ibv/verbs/scatter_gather.hpp"
+
+namespace ibv {
+
+class MultiChannel;
+
+namespace detail {
+/// What both MultiChannel scopes share: peer-addressed posting, keeping every request until the
+/// scope ends. Single-peer posts return a reference to the request's PendingWork, valid until
+/// the scope ends; the calls that address several peers check every element first (so bad
+/// input posts nothing) and keep what they post.
+class MultiScopeBase {
+ public:
+  MultiScopeBase(const MultiScopeBase&) = delete;
+  MultiScopeBase& operator=(const MultiScopeBase&) = delete;
+  MultiScopeBase(MultiScopeBase&&) = delete;
+  MultiScopeBase& operator=(MultiScopeBase&&) = delete;
+
+  PendingWork& post_send(std::uint32_t peer, std::span<const GatherElement> data,
+                         PostOptions options = {});
+  PendingWork& post_send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
+                                        std::uint32_t immediate, PostOptions options = {});
+  PendingWork& post_receive(std::uint32_t peer, std::span<const ScatterElement> into);
+  PendingWork& post_write(std::uint32_t peer, std::span<const GatherElement> data,
+                          const PeerRemoteMemoryRegion& destination, PostOptions options = {});
+  PendingWork& post_write_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
+                                         const PeerRemoteMemoryRegion& destination,
+                                         std::uint32_t immediate, PostOptions options = {});
+  PendingWork& post_read(std::uint32_t peer, std::span<const ScatterElement> into,
+                         const PeerRemoteMemoryRegion& source, PostOptions options = {});
+
+  void post_scatter_send(std::span<const PeerSend> sends, PostOptions options = {});
+  void post_gather_receive(std::span<const PeerReceive> receives);
+  void post_scatter_write(std::span<const PeerWrite> writes, PostOptions options = {});
+  void post_gather_read(std::span<const PeerRead> reads, PostOptions options = {});
+  void post_multicast_send(std::span<const std::uint32_t> peers,
+                           std::span<const GatherElement> data, PostOptions options = {});
+
+  /// Requests posted through this scope so far.
+  [[nodiscard]] std::size_t size() const noexcept { return work_.size(); }
+
+ protected:
+  explicit MultiScopeBase(MultiChannel& channels) noexcept : channels_(channels) {}
+  ~MultiScopeBase() = default;
+
+  MultiChannel& channels_;
+  ScopeWork work_;
+};
+}  // namespace detail
+
+/// What the body of MultiChannel::scope() posts through. At its exit the scope waits for every
+/// request the body did not see complete, on every peer; failures come out as one ScopeError
+/// naming the peer of each.
+class MultiChannelScope : public detail::MultiScopeBase {
+ public:
+  explicit MultiChannelScope(MultiChannel& channels) noexcept : MultiScopeBase(channels) {}
+  MultiChannelScope(const MultiChannelScope&) = delete;
+  MultiChannelScope& operator=(const MultiChannelScope&) = delete;
+  MultiChannelScope(MultiChannelScope&&) = delete;
+  MultiChannelScope& operator=(MultiChannelScope&&) = delete;
+  ~MultiChannelScope();
+
+  /// Used by MultiChannel::scope(): waits for every request, then throws ScopeError if any
+  /// failed, or rethrows `body_error` if only the body failed.
+  void finish(const std::exception_ptr& body_error);
+
+ private:
+  bool finished_ = false;
+};
+
+/// A MultiChannel scope without a body (MultiChannel::manual_scope()): the caller polls or
+/// waits on every request itself. close() throws ibv::Error (state) naming every request (and
+/// its peer) that the caller never saw complete, after waiting for them; destroyed without
+/// close(), it waits the same way and reports the bug on stderr.
+class MultiManualScope : public detail::MultiScopeBase {
+ public:
+  explicit MultiManualScope(MultiChannel& channels) noexcept : MultiScopeBase(channels) {}
+  MultiManualScope(const MultiManualScope&) = delete;
+  MultiManualScope& operator=(const MultiManualScope&) = delete;
+  MultiManualScope(MultiManualScope&&) = delete;
+  MultiManualScope& operator=(MultiManualScope&&) = delete;
+  ~MultiManualScope();
+
+  /// Ends the scope; throws ibv::Error (state) if any request was left unpolled.
+  void close();
+
+ private:
+  bool closed_ = false;
+};
+
+}  // namespace ibv

@@ -1,0 +1,107 @@
+// MultiChannelScope and MultiManualScope: peer-addressed posting kept until the scope ends.
+#include "ibv/multi_channel/multi_channel_scope.hpp"
+
+#include <cstdio>
+
+#include "ibv/multi_channel/multi_channel.hpp"
+#include "multi_channel/peer_batch.hpp"
+
+namespace ibv {
+namespace detail {
+
+PendingWork& MultiScopeBase::post_send(std::uint32_t peer, std::span<const GatherElement> data,
+                                       PostOptions options) {
+  return work_.keep(channels_.post_send(peer, data, options), peer);
+}
+
+PendingWork& MultiScopeBase::post_send_with_immediate(std::uint32_t peer,
+                                                      std::span<const GatherElement> data,
+                                                      std::uint32_t immediate,
+                                                      PostOptions options) {
+  return work_.keep(channels_.post_send_with_immediate(peer, data, immediate, options), peer);
+}
+
+PendingWork& MultiScopeBase::post_receive(std::uint32_t peer,
+                                          std::span<const ScatterElement> into) {
+  return work_.keep(channels_.post_receive(peer, into), peer);
+}
+
+PendingWork& MultiScopeBase::post_write(std::uint32_t peer, std::span<const GatherElement> data,
+                                        const PeerRemoteMemoryRegion& destination,
+                                        PostOptions options) {
+  return work_.keep(channels_.post_write(peer, data, destination, options), peer);
+}
+
+PendingWork& MultiScopeBase::post_write_with_immediate(std::uint32_t peer,
+                                                       std::span<const GatherElement> data,
+                                                       const PeerRemoteMemoryRegion& destination,
+                                                       std::uint32_t immediate,
+                                                       PostOptions options) {
+  return work_.keep(
+      channels_.post_write_with_immediate(peer, data, destination, immediate, options), peer);
+}
+
+PendingWork& MultiScopeBase::post_read(std::uint32_t peer, std::span<const ScatterElement> into,
+                                       const PeerRemoteMemoryRegion& source, PostOptions options) {
+  return work_.keep(channels_.post_read(peer, into, source, options), peer);
+}
+
+namespace {
+BatchSink keep_in(ScopeWork& work) {
+  return [&work](std::uint32_t peer, PendingWork posted) { work.keep(std::move(posted), peer); };
+}
+}  // namespace
+
+void MultiScopeBase::post_scatter_send(std::span<const PeerSend> sends, PostOptions options) {
+  post_batch(channels_, sends, options, "MultiChannelScope::post_scatter_send", keep_in(work_));
+}
+
+void MultiScopeBase::post_gather_receive(std::span<const PeerReceive> receives) {
+  post_batch(channels_, receives, "MultiChannelScope::post_gather_receive", keep_in(work_));
+}
+
+void MultiScopeBase::post_scatter_write(std::span<const PeerWrite> writes, PostOptions options) {
+  post_batch(channels_, writes, options, "MultiChannelScope::post_scatter_write", keep_in(work_));
+}
+
+void MultiScopeBase::post_gather_read(std::span<const PeerRead> reads, PostOptions options) {
+  post_batch(channels_, reads, options, "MultiChannelScope::post_gather_read", keep_in(work_));
+}
+
+void MultiScopeBase::post_multicast_send(std::span<const std::uint32_t> peers,
+                                         std::span<const GatherElement> data, PostOptions options) {
+  post_multicast(channels_, peers, data, options, "MultiChannelScope::post_multicast_send",
+                 keep_in(work_));
+}
+
+}  // namespace detail
+
+MultiChannelScope::~MultiChannelScope() {
+  // MultiChannel::scope() always finishes; a scope left otherwise still must not leave work.
+  if (!finished_) {
+    try {
+      finish(nullptr);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "ibverbs-cpp: MultiChannelScope: %s\n", error.what());
+    }
+  }
+}
+
+void MultiChannelScope::finish(const std::exception_ptr& body_error) {
+  finished_ = true;
+  work_.finish("MultiChannel::scope", body_error);
+}
+
+void MultiManualScope::close() {
+  if (closed_) return;
+  closed_ = true;
+  work_.close("MultiManualScope::close");
+}
+
+MultiManualScope::~MultiManualScope() {
+  if (closed_) return;
+  closed_ = true;
+  work_.abandon("MultiManualScope");
+}
+
+}  // namespace ibv

@@ -1,0 +1,428 @@
+// Device tests of the MultiChannel layer on one device: three ranks (three MultiChannels on
+// one protection domain, connected in this process), each with its own registered buffer.
+// - building and handshaking: argument checks, endpoints per peer, a missing peer;
+// - every peer-addressed operation in the three styles, and scatter send, gather receive,
+//   scatter write, gather read and multicast, data checked byte by byte;
+// - remote regions tagged with their peer: using one with another peer is an error and posts
+//   nothing, also when it is one element of a batch;
+// - failures of a batch name the peer they came from.
+// The same operations across hosts (one rank per host) are in tests/multi_host/.
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "device_fixture.hpp"
+#include "support/error_matchers.hpp"
+
+namespace ibv::test {
+namespace {
+
+using namespace std::chrono_literals;
+using ibv_test::throws_error;
+
+constexpr std::uint32_t kWorld = 3;
+constexpr std::size_t kSize = std::size_t{16} * 1024;
+constexpr std::uint64_t kChunk = 1024;  // bytes of one chunk(rank, index)
+
+class MultiChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QueuePairSettings settings;
+    settings.rnr_retry = RnrRetryCount::infinite();  // one thread posts receives after sends
+    settings.gid_index = test_gid_index(context);
+    std::vector<PreparedMultiChannel> prepared;
+    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+      prepared.push_back(MultiChannelBuilder(pd, rank, kWorld)
+                             .queue_pair(settings)
+                             .timeouts({.operation = 5s, .drop = 5s})
+                             .build());
+    }
+    // remote[r][p]: what peer p made for rank r, gathered before any handshake consumes p
+    std::vector<std::vector<std::optional<Endpoint>>> remote(
+        kWorld, std::vector<std::optional<Endpoint>>(kWorld));
+    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+      for (std::uint32_t peer = 0; peer < kWorld; ++peer) {
+        if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
+      }
+    }
+    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+      nodes.push_back(std::move(prepared[rank]).handshake(remote[rank]));
+    }
+    EXPECT_TRUE(ibv_test::throws_error(ErrorKind::state, [&] { (void)prepared[0].endpoints(); },
+                                       {"already handshaken"}));
+    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+      buffers.emplace_back(kSize);
+      mrs.push_back(pd.register_remote_accessible(buffers[rank], RemoteAccess::all()));
+      remote_of.emplace_back(rank, mrs[rank].remote());
+    }
+  }
+
+  std::span<std::byte> chunk(std::uint32_t rank, std::size_t index, std::size_t size = 1024) {
+    return std::span(buffers[rank]).subspan(index * size, size);
+  }
+
+  Context context = open_test_device();
+  ProtectionDomain pd{context};
+  std::vector<MultiChannel> nodes;
+  std::vector<std::vector<std::byte>> buffers;
+  std::vector<MemoryRegion> mrs;
+  std::vector<PeerRemoteMemoryRegion> remote_of;  // rank r's buffer, tagged with r
+};
+
+TEST(MultiChannelBuild, RejectsABadRankOrWorldSize) {
+  const Context context = open_test_device();
+  const ProtectionDomain pd(context);
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { MultiChannelBuilder(pd, 0, 0); },
+                           {"world_size"}));
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { MultiChannelBuilder(pd, 3, 3); },
+                           {"rank 3", "world size 3"}));
+}
+
+TEST(MultiChannelBuild, WorldOfOneHasNoPeers) {
+  const Context context = open_test_device();
+  const ProtectionDomain pd(context);
+  auto prepared = MultiChannelBuilder(pd, 0, 1).build();
+  EXPECT_EQ(prepared.endpoints(), std::vector<std::optional<Endpoint>>(1));
+  const std::vector<std::optional<Endpoint>> none(1);
+  MultiChannel alone = std::move(prepared).handshake(none);
+  EXPECT_TRUE(alone.peers().empty());
+  EXPECT_TRUE(
+      throws_error(ErrorKind::invalid_argument, [&] { (void)alone.channel(0); }, {"itself"}));
+}
+
+TEST(MultiChannelBuild, EndpointsArePerPeerAndHandshakeChecksThemFirst) {
+  const Context context = open_test_device();
+  const ProtectionDomain pd(context);
+  auto prepared = MultiChannelBuilder(pd, 1, 3).build();
+  const auto endpoints = prepared.endpoints();
+  ASSERT_EQ(endpoints.size(), 3U);
+  EXPECT_FALSE(endpoints[1].has_value());
+  ASSERT_TRUE(endpoints[0] && endpoints[2]);
+  EXPECT_NE(endpoints[0]->qp_number, endpoints[2]->qp_number);
+  EXPECT_EQ(*endpoints[2], prepared.endpoint_for(2));
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { (void)prepared.endpoint_for(1); },
+                           {"itself"}));
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { (void)prepared.endpoint_for(3); },
+                           {"world size 3"}));
+
+  const std::vector<std::optional<Endpoint>> too_short(2);
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] { (void)std::move(prepared).handshake(too_short); },
+                           {"2 entries", "3"}));
+  std::vector<std::optional<Endpoint>> missing(3);
+  missing[0] = endpoints[0];  // peer 2's entry is missing
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] { (void)std::move(prepared).handshake(missing); },
+                           {"remote[2]", "missing"}));
+}
+
+TEST_F(MultiChannelTest, KnowsItsPeersAndTheirChannels) {
+  EXPECT_EQ(nodes[1].peers(), (std::vector<std::uint32_t>{0, 2}));
+  EXPECT_EQ(nodes[1].rank(), 1U);
+  EXPECT_EQ(nodes[1].world_size(), kWorld);
+  EXPECT_TRUE(
+      throws_error(ErrorKind::invalid_argument, [&] { (void)nodes[1].channel(1); }, {"itself"}));
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { (void)nodes[1].channel(7); },
+                           {"world size 3"}));
+}
+
+TEST_F(MultiChannelTest, BlockingSendReceiveWriteReadWithEachPeer) {
+  fill_pattern(buffers[0], 1);
+  for (const std::uint32_t peer : {1U, 2U}) {
+    // send / receive
+    const std::array into{mrs[peer].scatter(chunk(peer, 0))};
+    PendingWork receive = nodes[peer].post_receive(0, into);
+    const std::array from{mrs[0].gather(chunk(0, peer))};
+    const WorkCompletion sent = nodes[0].send(peer, from);
+    EXPECT_EQ(sent.opcode(), WorkOpcode::send);
+    EXPECT_EQ(receive.wait().byte_length(), 1024U);
+    EXPECT_TRUE(same_bytes(chunk(0, peer), chunk(peer, 0)));
+    EXPECT_EQ(nodes[0].peer_of(sent), peer);
+
+    // write into the peer's chunk 2, read it back into rank 0's chunk 5 + peer
+    nodes[0].write(peer, from, remote_of[peer].sub_region(kChunk * 2, 1024));
+    EXPECT_TRUE(same_bytes(chunk(0, peer), chunk(peer, 2)));
+    const std::array back{mrs[0].scatter(chunk(0, 5 + peer))};
+    nodes[0].read(peer, back, remote_of[peer].sub_region(kChunk * 2, 1024));
+    EXPECT_TRUE(same_bytes(chunk(0, peer), chunk(0, 5 + peer)));
+  }
+}
+
+TEST_F(MultiChannelTest, ImmediatesArriveFromTheRightPeer) {
+  const std::array<ScatterElement, 0> nothing{};
+  PendingWork from_zero = nodes[2].post_receive(0, nothing);
+  PendingWork from_one = nodes[2].post_receive(1, nothing);
+  nodes[1].send_with_immediate(2, {}, 0x1111);
+  nodes[0].write_with_immediate(2, {}, remote_of[2].sub_region(0, 0), 0x2222);
+  EXPECT_EQ(from_one.wait().immediate(), 0x1111U);
+  EXPECT_EQ(from_zero.wait().immediate(), 0x2222U);
+}
+
+TEST_F(MultiChannelTest, UnpolledSinglePeerPosts) {
+  fill_pattern(buffers[1], 3);
+  const std::array into{mrs[0].scatter(chunk(0, 0))};
+  PendingWork receive = nodes[0].post_receive(1, into);
+  const std::array from{mrs[1].gather(chunk(1, 0))};
+  PendingWork send = nodes[1].post_send(0, from);
+  PendingWork immediate_receive = nodes[0].post_receive(1, {});
+  PendingWork immediate = nodes[1].post_send_with_immediate(0, {}, 42);
+  PendingWork write = nodes[1].post_write(0, std::array{mrs[1].gather(chunk(1, 1))},
+                                          remote_of[0].sub_region(1024, 1024));
+  PendingWork write_immediate_receive = nodes[0].post_receive(1, {});
+  PendingWork write_immediate =
+      nodes[1].post_write_with_immediate(0, {}, remote_of[0].sub_region(0, 0), 43);
+  EXPECT_TRUE(send.wait().ok());
+  EXPECT_TRUE(receive.wait().ok());
+  EXPECT_TRUE(immediate.wait().ok());
+  EXPECT_EQ(immediate_receive.wait().immediate(), 42U);
+  EXPECT_TRUE(write.wait().ok());
+  EXPECT_TRUE(write_immediate.wait().ok());
+  EXPECT_EQ(write_immediate_receive.wait().immediate(), 43U);
+  PendingWork read = nodes[1].post_read(0, std::array{mrs[1].scatter(chunk(1, 9))},
+                                        remote_of[0].sub_region(1024, 1024));
+  EXPECT_TRUE(read.wait().ok());
+  EXPECT_TRUE(same_bytes(chunk(1, 0), chunk(0, 0)));
+  EXPECT_TRUE(same_bytes(chunk(1, 1), chunk(0, 1)));
+  EXPECT_TRUE(same_bytes(chunk(1, 1), chunk(1, 9)));
+}
+
+TEST_F(MultiChannelTest, ScatterSendAndGatherReceive) {
+  fill_pattern(buffers[0], 5);
+  fill_pattern(buffers[2], 6);
+  // rank 0 scatters chunk 1 to rank 1 and chunk 2 to rank 2
+  const std::array into_1{mrs[1].scatter(chunk(1, 0))};
+  const std::array into_2{mrs[2].scatter(chunk(2, 8))};
+  PendingWork at_1 = nodes[1].post_receive(0, into_1);
+  PendingWork at_2 = nodes[2].post_receive(0, into_2);
+  const std::array from_1{mrs[0].gather(chunk(0, 1))};
+  const std::array from_2{mrs[0].gather(chunk(0, 2))};
+  const std::array sends{PeerSend{1, from_1}, PeerSend{2, from_2}};
+  const auto sent = nodes[0].scatter_send(sends);
+  ASSERT_EQ(sent.size(), 2U);
+  EXPECT_EQ(nodes[0].peer_of(sent[0]), 1U);
+  EXPECT_EQ(nodes[0].peer_of(sent[1]), 2U);
+  at_1.wait();
+  at_2.wait();
+  EXPECT_TRUE(same_bytes(chunk(0, 1), chunk(1, 0)));
+  EXPECT_TRUE(same_bytes(chunk(0, 2), chunk(2, 8)));
+
+  // rank 1 gathers a message from rank 0 and one from rank 2 into two chunks
+  const std::array g0{mrs[1].scatter(chunk(1, 4))};
+  const std::array g2{mrs[1].scatter(chunk(1, 5, 512))};
+  const std::array receives{PeerReceive{0, g0}, PeerReceive{2, g2}};
+  auto posted = nodes[1].post_gather_receive(receives);
+  nodes[2].send(1, std::array{mrs[2].gather(chunk(2, 3, 512))});
+  nodes[0].send(1, std::array{mrs[0].gather(chunk(0, 3))});
+  ASSERT_EQ(posted.size(), 2U);
+  EXPECT_EQ(posted[0].wait().byte_length(), 1024U);
+  EXPECT_EQ(posted[1].wait().byte_length(), 512U);
+  EXPECT_TRUE(same_bytes(chunk(0, 3), chunk(1, 4)));
+  EXPECT_TRUE(same_bytes(chunk(2, 3, 512), chunk(1, 5, 512)));
+
+  // and the blocking gather_receive
+  std::vector<PendingWork> senders;
+  const std::array h0{mrs[1].scatter(chunk(1, 10))};
+  const std::array h2{mrs[1].scatter(chunk(1, 11))};
+  senders.push_back(nodes[0].post_send(1, std::array{mrs[0].gather(chunk(0, 6))}));
+  senders.push_back(nodes[2].post_send(1, std::array{mrs[2].gather(chunk(2, 6))}));
+  const auto received = nodes[1].gather_receive(std::array{PeerReceive{0, h0}, PeerReceive{2, h2}});
+  ASSERT_EQ(received.size(), 2U);
+  EXPECT_EQ(nodes[1].peer_of(received[0]), 0U);
+  EXPECT_EQ(nodes[1].peer_of(received[1]), 2U);
+  for (auto& sender : senders) sender.wait();
+  EXPECT_TRUE(same_bytes(chunk(0, 6), chunk(1, 10)));
+  EXPECT_TRUE(same_bytes(chunk(2, 6), chunk(1, 11)));
+}
+
+TEST_F(MultiChannelTest, ScatterWriteAndGatherRead) {
+  fill_pattern(buffers[0], 9);
+  fill_pattern(buffers[1], 10);
+  fill_pattern(buffers[2], 11);
+  const std::array a{mrs[0].gather(chunk(0, 1))};
+  const std::array b{mrs[0].gather(chunk(0, 2))};
+  const std::array writes{PeerWrite{1, a, remote_of[1].sub_region(kChunk * 7, 1024)},
+                          PeerWrite{2, b, remote_of[2].sub_region(kChunk * 9, 1024)}};
+  EXPECT_EQ(nodes[0].scatter_write(writes).size(), 2U);
+  EXPECT_TRUE(same_bytes(chunk(0, 1), chunk(1, 7)));
+  EXPECT_TRUE(same_bytes(chunk(0, 2), chunk(2, 9)));
+
+  const std::array r1{mrs[0].scatter(chunk(0, 12))};
+  const std::array r2{mrs[0].scatter(chunk(0, 13))};
+  const std::array reads{PeerRead{1, r1, remote_of[1].sub_region(kChunk * 3, 1024)},
+                         PeerRead{2, r2, remote_of[2].sub_region(kChunk * 4, 1024)}};
+  auto handles = nodes[0].post_gather_read(reads);
+  for (auto& handle : handles) EXPECT_TRUE(handle.wait().ok());
+  EXPECT_TRUE(same_bytes(chunk(1, 3), chunk(0, 12)));
+  EXPECT_TRUE(same_bytes(chunk(2, 4), chunk(0, 13)));
+
+  fill_pattern(chunk(0, 14), 12);
+  auto write_handles = nodes[0].post_scatter_write(
+      std::array{PeerWrite{2, std::array{mrs[0].gather(chunk(0, 14))}, remote_of[2]}});
+  write_handles.at(0).wait();
+  EXPECT_TRUE(same_bytes(chunk(0, 14), chunk(2, 0)));
+  const std::array r3{mrs[0].scatter(chunk(0, 15))};
+  EXPECT_EQ(
+      nodes[0].gather_read(std::array{PeerRead{1, r3, remote_of[1].sub_region(0, 1024)}}).size(),
+      1U);
+  EXPECT_TRUE(same_bytes(chunk(1, 0), chunk(0, 15)));
+}
+
+TEST_F(MultiChannelTest, MulticastSendsOneBufferToEveryListedPeer) {
+  fill_pattern(chunk(2, 0), 13);
+  const std::array at_0{mrs[0].scatter(chunk(0, 3))};
+  const std::array at_1{mrs[1].scatter(chunk(1, 4))};
+  PendingWork r0 = nodes[0].post_receive(2, at_0);
+  PendingWork r1 = nodes[1].post_receive(2, at_1);
+  const std::array from{mrs[2].gather(chunk(2, 0))};
+  const std::array peers{0U, 1U};
+  EXPECT_EQ(nodes[2].multicast_send(peers, from).size(), 2U);
+  r0.wait();
+  r1.wait();
+  EXPECT_TRUE(same_bytes(chunk(2, 0), chunk(0, 3)));
+  EXPECT_TRUE(same_bytes(chunk(2, 0), chunk(1, 4)));
+
+  PendingWork again = nodes[1].post_receive(2, at_1);
+  auto handles = nodes[2].post_multicast_send(std::array{1U}, from);
+  handles.at(0).wait();
+  again.wait();
+
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] {
+                             (void)nodes[2].multicast_send(std::array{1U, 0U, 1U}, from);
+                           },
+                           {"peers[2]", "peer 1", "twice", "nothing was posted"}));
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] { (void)nodes[2].multicast_send(std::array{2U}, from); },
+                           {"peers[0]", "itself"}));
+}
+
+TEST_F(MultiChannelTest, ARegionOfAnotherPeerIsRejectedAndNothingIsWritten) {
+  fill_pattern(chunk(0, 0), 14);
+  const std::array from{mrs[0].gather(chunk(0, 0))};
+  // rank 2's region, used with peer 1: both buffers are on this one device, so without the tag
+  // this write would succeed and land in rank 2's buffer.
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] { nodes[0].write(1, from, remote_of[2]); },
+                           {"MultiChannel::write", "peer 2", "not to peer 1"}));
+  EXPECT_TRUE(throws_error(
+      ErrorKind::invalid_argument,
+      [&] { (void)nodes[0].post_read(1, std::array{mrs[0].scatter(chunk(0, 1))}, remote_of[2]); },
+      {"post_read", "peer 2"}));
+  // a batch whose second element is wrong posts nothing, not even its first element
+  const std::array writes{PeerWrite{1, from, remote_of[1]}, PeerWrite{2, from, remote_of[1]}};
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] { (void)nodes[0].scatter_write(writes); },
+                           {"writes[1]", "peer 1", "not to peer 2", "nothing was posted"}));
+  EXPECT_TRUE(throws_error(
+      ErrorKind::invalid_argument,
+      [&] { nodes[0].scope([&](MultiChannelScope& scope) { scope.post_scatter_write(writes); }); },
+      {"writes[1]"}));
+  EXPECT_TRUE(
+      throws_error(ErrorKind::invalid_argument,
+                   [&] {
+                     (void)nodes[0].scatter_send(std::array{PeerSend{1, from}, PeerSend{5, from}});
+                   },
+                   {"sends[1]", "peer 5", "world size is 3"}));
+  EXPECT_TRUE(all_zero(buffers[1]));
+  EXPECT_TRUE(all_zero(buffers[2]));
+}
+
+TEST_F(MultiChannelTest, ScopeWaitsForWorkOnEveryPeer) {
+  fill_pattern(chunk(1, 0), 15);
+  const std::array at_0{mrs[0].scatter(chunk(0, 0))};
+  const std::array at_2{mrs[2].scatter(chunk(2, 0))};
+  const std::array from{mrs[1].gather(chunk(1, 0))};
+  nodes[0].scope([&](MultiChannelScope& receivers) {
+    receivers.post_receive(1, at_0);
+    nodes[2].scope([&](MultiChannelScope& other) {
+      other.post_gather_receive(std::array{PeerReceive{1, at_2}});
+      nodes[1].scope([&](MultiChannelScope& sender) {
+        sender.post_multicast_send(std::array{0U, 2U}, from);
+        sender.post_write(0, from, remote_of[0].sub_region(4096, 1024));
+        sender.post_scatter_send({});
+        EXPECT_EQ(sender.size(), 3U);
+      });
+    });
+  });
+  EXPECT_TRUE(same_bytes(chunk(1, 0), chunk(0, 0)));
+  EXPECT_TRUE(same_bytes(chunk(1, 0), chunk(2, 0)));
+  EXPECT_TRUE(same_bytes(chunk(1, 0), chunk(0, 4)));
+}
+
+TEST_F(MultiChannelTest, AFailureInAScopeNamesItsPeer) {
+  const std::array from{mrs[0].gather(chunk(0, 0))};
+  const RemoteMemoryRegion bad_key(remote_of[2].region().address(), 1024,
+                                   remote_of[2].region().rkey() ^ 0x5a5a5a5aU);
+  try {
+    nodes[0].scope([&](MultiChannelScope& scope) {
+      scope.post_write(1, from, remote_of[1].sub_region(0, 1024));
+      scope.post_write(2, from, PeerRemoteMemoryRegion(2, bad_key));
+    });
+    FAIL() << "a write with a wrong rkey succeeded";
+  } catch (const ScopeError& error) {
+    ASSERT_EQ(error.failed_completions().size(), 1U) << error.what();
+    EXPECT_EQ(error.failed_completions()[0].status(), WorkStatus::remote_access_error);
+    EXPECT_EQ(nodes[0].peer_of(error.failed_completions()[0]), 2U);
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("MultiChannel::scope"));
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("peer 2: "));
+  }
+}
+
+TEST_F(MultiChannelTest, ABatchFailureNamesItsPeerAfterTheRestCompleted) {
+  fill_pattern(chunk(0, 0), 16);
+  const std::array from{mrs[0].gather(chunk(0, 0))};
+  const RemoteMemoryRegion bad_key(remote_of[1].region().address(), 1024,
+                                   remote_of[1].region().rkey() ^ 0x1234U);
+  const std::array writes{PeerWrite{1, from, PeerRemoteMemoryRegion(1, bad_key)},
+                          PeerWrite{2, from, remote_of[2].sub_region(0, 1024)}};
+  try {
+    (void)nodes[0].scatter_write(writes);
+    FAIL() << "a write with a wrong rkey succeeded";
+  } catch (const ScopeError& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("MultiChannel::scatter_write"));
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("peer 1: "));
+    ASSERT_EQ(error.failed_completions().size(), 1U);
+  }
+  EXPECT_TRUE(same_bytes(chunk(0, 0), chunk(2, 0)));  // the other write went through
+}
+
+TEST_F(MultiChannelTest, ManualScopeComplainsAboutUnpolledWorkNamingThePeer) {
+  const std::array at_1{mrs[1].scatter(chunk(1, 0))};
+  const std::array from{mrs[0].gather(chunk(0, 0))};
+  PendingWork receive = nodes[1].post_receive(0, at_1);
+  MultiManualScope scope = nodes[0].manual_scope();
+  PendingWork& polled = scope.post_write(2, from, remote_of[2].sub_region(0, 1024));
+  scope.post_send(1, from);
+  EXPECT_TRUE(polled.wait().ok());
+  EXPECT_TRUE(throws_error(ErrorKind::state, [&] { scope.close(); },
+                           {"MultiManualScope::close", "peer 1: wr_id"}));
+  EXPECT_TRUE(receive.wait().ok());
+}
+
+TEST_F(MultiChannelTest, TimedOutBatchIsAScopeErrorNamingThePeer) {
+  const std::array at{mrs[0].scatter(chunk(0, 0))};
+  try {
+    (void)nodes[0].gather_receive(std::array{PeerReceive{2, at}}, 200ms);
+    FAIL() << "a receive completed with no sender";
+  } catch (const ScopeError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::timeout);
+    EXPECT_EQ(error.timed_out().size(), 1U);
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("peer 2: wr_id"));
+  }
+  // the orphaned receive takes the next message from rank 2; the channel stays usable
+  nodes[2].send(0, std::array{mrs[2].gather(chunk(2, 0))});
+  const std::array next{mrs[0].scatter(chunk(0, 1))};
+  PendingWork receive = nodes[0].post_receive(2, next);
+  nodes[2].send(0, std::array{mrs[2].gather(chunk(2, 1))});
+  EXPECT_TRUE(receive.wait().ok());
+}
+
+}  // namespace
+}  // namespace ibv::test
