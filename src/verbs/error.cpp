@@ -116,6 +116,8 @@ std::string_view to_string(ErrorKind kind) noexcept {
     case ErrorKind::driver: return "driver";
     case ErrorKind::timeout: return "timeout";
     case ErrorKind::state: return "state";
+    case ErrorKind::protocol: return "protocol";
+    case ErrorKind::connection: return "connection";
   }
   return "unknown";
 }

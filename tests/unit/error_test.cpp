@@ -143,6 +143,23 @@ TEST(ErrorKind, NamesAreTheEnumeratorNames) {
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::driver), "driver");
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::timeout), "timeout");
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::state), "state");
+  EXPECT_EQ(ibv::to_string(ibv::ErrorKind::protocol), "protocol");
+  EXPECT_EQ(ibv::to_string(ibv::ErrorKind::connection), "connection");
+}
+
+TEST(ErrorKind, ProtocolAndConnectionErrorsKeepTheirKindAndErrno) {
+  const ibv::Error protocol(ibv::ErrorKind::protocol, "Exchanger::exchange", EPROTO,
+                            "rank 2 sent a message with magic 0x47455420");
+  EXPECT_EQ(protocol.kind(), ibv::ErrorKind::protocol);
+  EXPECT_EQ(protocol.errno_value(), EPROTO);
+  EXPECT_TRUE(contains(protocol.what(), "Exchanger::exchange failed: rank 2 sent"))
+      << protocol.what();
+
+  const ibv::Error connection(ibv::ErrorKind::connection, "Exchanger::exchange", ECONNRESET,
+                              "rank 1 closed the connection");
+  EXPECT_EQ(connection.kind(), ibv::ErrorKind::connection);
+  EXPECT_EQ(connection.code(), std::errc::connection_reset);
+  EXPECT_TRUE(contains(connection.what(), "rank 1 closed the connection")) << connection.what();
 }
 
 // --- throw_invalid_argument ------------------------------------------------------------------

@@ -19,6 +19,9 @@ enum class ErrorKind {
   driver,            ///< The driver or device reported an error while doing the operation.
   timeout,           ///< A bounded wait ended before the awaited event.
   state,             ///< The object is not in a state where the operation is allowed.
+  protocol,          ///< A peer sent something that breaks the protocol: garbage, an unknown or
+                     ///< duplicate rank, an oversized or truncated message.
+  connection,        ///< A peer could not be reached, or closed the connection.
 };
 
 /// Name of an ErrorKind, e.g. "invalid_argument".

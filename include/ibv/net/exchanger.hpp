@@ -1,0 +1,141 @@
+// The out-of-band exchanger of a job: a TCP mesh between the ranks of a NetworkConfig over which
+// every rank contributes one value (an endpoint, a remote region, any byte string) and gets back
+// every rank's, before and between the RDMA connections that need them.
+#pragma once
+
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ibv/net/network_config.hpp"
+#include "ibv/net/wire.hpp"
+#include "ibv/verbs/error.hpp"
+
+namespace ibv::net {
+
+/// How an Exchanger waits, retries and what it accepts.
+struct ExchangerOptions {
+  /// One overall deadline for each exchange() (building the mesh and the transfer); positive.
+  std::chrono::milliseconds timeout{30'000};
+  /// Pause between connection attempts to a peer that is not listening yet; positive.
+  std::chrono::milliseconds retry_interval{100};
+  /// Largest payload of one message, in bytes, incoming or outgoing: 1 .. 2^32 - 1. A peer that
+  /// announces more fails the exchange before anything is allocated for it.
+  std::size_t max_message_size = std::size_t{1} << 20;
+  /// Address to listen on: empty for the wildcard address (IPv6 and IPv4 where the host has
+  /// IPv6, else IPv4), or a numeric IP address or a host name of this machine.
+  std::string listen_address{};
+};
+
+/// An all-to-all exchange of byte strings between the ranks of a NetworkConfig over TCP, for
+/// the endpoints and remote regions that RDMA connections need before they exist.
+///
+/// Rank r listens on config.host(r).port from construction on, accepts one connection from
+/// every lower rank and dials every higher rank (config.host(h).hostname, IPv4 or IPv6). The
+/// first exchange() builds this mesh, retrying refused connections every
+/// ExchangerOptions::retry_interval until its deadline, so the ranks may start in any order
+/// within ExchangerOptions::timeout. Later exchanges reuse the connections; every message
+/// carries a sequence number, so ranks that disagree on how many exchanges they did are detected.
+/// The protocol is described in ibv/net/exchange_message.hpp.
+///
+/// Every exchange is bounded by one deadline and fails fast: a peer that sends anything that
+/// breaks the protocol, closes its connection or can not be reached ends the exchange with an
+/// ibv::Error (kind protocol, connection or timeout) naming the rank, its address and exactly
+/// what went wrong. The connections are then closed (so the peers fail promptly too) and the
+/// Exchanger is unusable: later calls throw ErrorKind::state.
+///
+/// Host names are resolved with getaddrinfo(), which blocks: a resolver that hangs can delay
+/// an exchange beyond its deadline (numeric addresses in the configuration avoid it).
+///
+/// Single-threaded: one thread at a time may use an Exchanger; it starts no threads itself.
+/// Move-only; a moved-from Exchanger may only be destroyed or assigned to.
+///
+///   const auto config = ibv::net::NetworkConfig::from_file("network.json");
+///   ibv::net::Exchanger exchanger(config, rank);
+///   const std::vector<ibv::Endpoint> endpoints = exchanger.exchange(prepared.endpoint());
+class Exchanger {
+ public:
+  /// Starts listening on config.host(rank).port at once (on options.listen_address), so that the
+  /// peers' connections succeed early; with a world size of 1 it opens nothing. Throws ibv::Error:
+  /// invalid_argument for a rank outside the config or invalid options; resource when the port
+  /// is in use (naming the port; another process, e.g. a previous run, holds it); permission
+  /// for a privileged port; invalid_argument for a listen_address that is not of this host.
+  Exchanger(NetworkConfig config, std::uint32_t rank, ExchangerOptions options = {});
+
+  Exchanger(const Exchanger&) = delete;
+  Exchanger& operator=(const Exchanger&) = delete;
+  /// Takes over the connections; `other` may then only be destroyed or assigned to.
+  Exchanger(Exchanger&& other) noexcept;
+  /// Closes this Exchanger's connections and takes over `other`'s.
+  Exchanger& operator=(Exchanger&& other) noexcept;
+  /// Closes the listener and every connection.
+  ~Exchanger();
+
+  /// All-to-all: every rank contributes `mine` and gets back one entry per rank, index = rank,
+  /// its own entry being a copy of `mine`. Every rank must call it, equally often. The first
+  /// call builds the mesh. Returns only when every peer's message has arrived and every peer has
+  /// taken ours, within ExchangerOptions::timeout. With a world size of 1 it returns {mine}
+  /// without any network activity.
+  ///
+  /// Throws ibv::Error: invalid_argument when `mine` exceeds max_message_size (nothing is sent;
+  /// the Exchanger stays usable); otherwise, and then the Exchanger is unusable afterwards:
+  /// protocol when a peer or a stray client sends something that breaks the protocol (garbage,
+  /// another protocol version, an unknown, higher or duplicate rank, another world size or
+  /// sequence number, an oversized message), connection when a peer closes its connection
+  /// during the exchange or a message arrives truncated, timeout (ETIMEDOUT) when the deadline
+  /// passes, naming the ranks waited for and why (e.g. "rank 3 at node04:18515 refused the
+  /// connection 57 times: is it running?"); state when an earlier exchange failed or the
+  /// Exchanger was moved from.
+  [[nodiscard]] std::vector<std::vector<std::byte>> exchange_bytes(std::span<const std::byte> mine);
+
+  /// exchange_bytes() of Wire<T>::encode(mine), each peer's entry decoded with Wire<T>::decode
+  /// (own entry: a copy of `mine`). A peer's entry that does not decode throws ibv::Error
+  /// (protocol) naming the rank; that leaves the Exchanger usable, as the exchange itself
+  /// succeeded.
+  template <WireSerializable T>
+  requires std::copy_constructible<T>
+  [[nodiscard]] std::vector<T> exchange(const T& mine) {
+    const std::vector<std::byte> encoded = Wire<T>::encode(mine);
+    std::vector<std::vector<std::byte>> entries = exchange_bytes(encoded);
+    std::vector<T> values;
+    values.reserve(entries.size());
+    for (std::uint32_t sender = 0; sender < entries.size(); ++sender) {
+      if (sender == rank_) {
+        values.push_back(mine);
+        continue;
+      }
+      try {
+        values.push_back(Wire<T>::decode(entries[sender]));
+      } catch (const Error& error) {
+        throw_undecodable(sender, error);
+      }
+    }
+    return values;
+  }
+
+  /// This rank.
+  [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+  /// Number of ranks, config().world_size().
+  [[nodiscard]] std::size_t world_size() const noexcept { return config_.world_size(); }
+  /// The network this Exchanger connects.
+  [[nodiscard]] const NetworkConfig& config() const noexcept { return config_; }
+  /// The options it was made with.
+  [[nodiscard]] const ExchangerOptions& options() const noexcept { return options_; }
+
+ private:
+  struct State;  // sockets and per-exchange progress, in src/net/exchanger.cpp
+
+  [[noreturn]] void throw_undecodable(std::uint32_t sender, const Error& error) const;
+
+  NetworkConfig config_;
+  std::uint32_t rank_;
+  ExchangerOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ibv::net
