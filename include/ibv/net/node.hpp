@@ -1,0 +1,157 @@
+// Node: one rank of a job. A MultiChannel to every other rank, plus the rank's identity and
+// barriers over RDMA. Built in two phases like every connection here: NodeBuilder ->
+// PreparedNode (its NodeEndpoint goes to every other rank) -> handshake -> Node; connect()
+// does the exchange over TCP with an ibv::net::Exchanger.
+//
+//   const auto config = ibv::net::NetworkConfig::from_file("network.json");
+//   ibv::net::Exchanger exchanger(config, rank);
+//   const ibv::Context context = ibv::open_device(config.host(rank).ibdev);
+//   const ibv::ProtectionDomain pd(context);
+//   ibv::net::Node node =
+//       ibv::net::NodeBuilder(pd, config, rank).build().connect(exchanger);
+//   node.barrier();                       // every rank
+//   node.barrier(std::array{0U, rank});  // rank 0 and this rank (the other rank calls it too)
+//
+// Barriers. A barrier returns once every participant has entered it. Signals are RDMA writes
+// of 64-bit counters into the receiver's registered barrier slots, one slot per (round, sender)
+// (see ibv/net/barrier_schedule.hpp for the rounds of each algorithm); the receiver spins on
+// its own memory. Each slot carries the count of signals its sender has sent that receiver, so
+// barriers over different subsets never mistake each other's signals. Every barrier is bounded
+// by a timeout. After a barrier fails (timeout, a signal that fails) the Node's barrier is
+// poisoned: every later barrier throws ibv::Error (state) at once, naming the first failure,
+// because the ranks' counters no longer agree. Rebuild the Node on every rank to go on.
+//
+// A barrier orders arrivals, not data: complete your own writes to a peer (blocking calls and
+// scopes do) before entering a barrier after which that peer reads them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "ibv/channel/channel.hpp"
+#include "ibv/multi_channel/multi_channel.hpp"
+#include "ibv/net/barrier_schedule.hpp"
+#include "ibv/net/network_config.hpp"
+#include "ibv/net/node_endpoint.hpp"
+#include "ibv/verbs/protection_domain.hpp"
+
+namespace ibv::net {
+
+class Exchanger;
+class PreparedNode;
+class Node;
+
+namespace detail {
+class RdmaBarrier;
+}  // namespace detail
+
+/// Per-call choices of a barrier; unset fields take the Node's defaults.
+struct BarrierOptions {
+  std::optional<BarrierAlgorithm> algorithm{};         ///< Every participant must use the same.
+  std::optional<std::chrono::milliseconds> timeout{};  ///< Positive.
+};
+
+/// Settings of a Node: its protection domain, rank and world size, the default barrier
+/// algorithm and timeout, and what every per-peer channel gets (see ChannelBuilder).
+class NodeBuilder {
+ public:
+  /// Throws ibv::Error (invalid_argument) when world_size is 0 or rank is not below it.
+  NodeBuilder(ProtectionDomain pd, std::uint32_t rank, std::uint32_t world_size);
+  /// Rank `rank` of the world `config` describes. Throws ibv::Error (invalid_argument) when
+  /// `rank` is not a rank of `config`.
+  NodeBuilder(ProtectionDomain pd, const NetworkConfig& config, std::uint32_t rank);
+
+  /// Default: dissemination (ceil(log2 n) rounds).
+  NodeBuilder& barrier_algorithm(BarrierAlgorithm algorithm) noexcept;
+  /// Default: 30 s. Throws at build() when not positive.
+  NodeBuilder& barrier_timeout(std::chrono::milliseconds timeout) noexcept;
+  NodeBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
+  NodeBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
+
+  /// Makes the queue pairs and registers the barrier slots.
+  [[nodiscard]] PreparedNode build() const;
+
+ private:
+  ProtectionDomain pd_;
+  MultiChannelBuilder channels_;
+  std::uint32_t rank_;
+  std::uint32_t world_size_;
+  BarrierAlgorithm algorithm_ = BarrierAlgorithm::dissemination;
+  std::chrono::milliseconds barrier_timeout_{30'000};
+};
+
+/// A Node whose queue pairs exist but are not connected. Move-only.
+class PreparedNode {
+ public:
+  PreparedNode(PreparedMultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
+               BarrierAlgorithm algorithm, std::chrono::milliseconds barrier_timeout);
+  PreparedNode(PreparedNode&&) noexcept;
+  PreparedNode& operator=(PreparedNode&&) noexcept;
+  PreparedNode(const PreparedNode&) = delete;
+  PreparedNode& operator=(const PreparedNode&) = delete;
+  ~PreparedNode();
+
+  [[nodiscard]] std::uint32_t rank() const noexcept { return channels_.rank(); }
+  [[nodiscard]] std::uint32_t world_size() const noexcept { return channels_.world_size(); }
+  /// What every other rank needs from this one.
+  [[nodiscard]] NodeEndpoint endpoint() const;
+
+  /// Connects to every peer. `remote[r]` is rank r's NodeEndpoint (the entry at rank() is
+  /// ignored). Everything is checked first: a wrong count, an entry from another rank or for
+  /// another world size throws ibv::Error (invalid_argument) naming it. The peers must have
+  /// handshaken too before this Node posts anything to them (connect() sees to that).
+  [[nodiscard]] Node handshake(std::span<const NodeEndpoint> remote) &&;
+  /// Exchanges endpoints with every rank over `exchanger`, handshakes, then exchanges once
+  /// more so that no rank returns before every rank's queue pairs are connected. Throws
+  /// ibv::Error (invalid_argument) when the exchanger is for another rank or world size, and
+  /// the exchanger's errors (timeout, connection, protocol) as they are.
+  [[nodiscard]] Node connect(Exchanger& exchanger) &&;
+
+ private:
+  PreparedMultiChannel channels_;
+  std::unique_ptr<detail::RdmaBarrier> barrier_;
+  BarrierAlgorithm algorithm_;
+  std::chrono::milliseconds barrier_timeout_;
+};
+
+/// One connected rank: every MultiChannel operation (it is one), and barriers. Move-only; not
+/// thread-safe.
+class Node : public MultiChannel {
+ public:
+  Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
+       BarrierAlgorithm algorithm, std::chrono::milliseconds barrier_timeout);
+  Node(Node&&) noexcept;
+  Node& operator=(Node&&) noexcept;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();
+
+  /// Waits until every rank has entered this barrier. Throws ibv::Error: timeout when not all
+  /// arrived in time (naming the ranks still awaited and the round), driver when a signal
+  /// failed, state when the barrier was poisoned by an earlier failure, invalid_argument for
+  /// bad options. A failure poisons the barrier (see the top of this header).
+  void barrier(BarrierOptions options = {});
+  /// Waits until every rank of `ranks` has entered this barrier: a sorted, duplicate-free list
+  /// of ranks that includes this one; every rank in it must make the same call. A bad list
+  /// throws ibv::Error (invalid_argument) naming the problem and does not poison anything.
+  void barrier(std::span<const std::uint32_t> ranks, BarrierOptions options = {});
+
+  /// The default algorithm and timeout of barrier().
+  [[nodiscard]] BarrierAlgorithm barrier_algorithm() const noexcept { return algorithm_; }
+  [[nodiscard]] std::chrono::milliseconds barrier_timeout() const noexcept { return timeout_; }
+  /// Whether an earlier barrier failed, so that every barrier now throws.
+  [[nodiscard]] bool barrier_poisoned() const noexcept;
+
+ private:
+  void run_barrier(const BarrierGroup& group, const BarrierOptions& options);
+
+  std::unique_ptr<detail::RdmaBarrier> barrier_;
+  BarrierAlgorithm algorithm_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace ibv::net

@@ -1,0 +1,166 @@
+// Node, NodeBuilder and PreparedNode: building a rank, connecting it to every other rank
+// (directly from their NodeEndpoints, or over an Exchanger), and running its barriers.
+#include "ibv/net/node.hpp"
+
+#include <cerrno>
+#include <string>
+
+#include "ibv/net/exchanger.hpp"
+#include "ibv/verbs/error.hpp"
+#include "net/rdma_barrier.hpp"
+
+namespace ibv::net {
+
+NodeBuilder::NodeBuilder(ProtectionDomain pd, std::uint32_t rank, std::uint32_t world_size)
+    : pd_(pd), channels_(std::move(pd), rank, world_size), rank_(rank), world_size_(world_size) {}
+
+NodeBuilder::NodeBuilder(ProtectionDomain pd, const NetworkConfig& config, std::uint32_t rank)
+    : NodeBuilder(std::move(pd), config.host(rank).rank,
+                  static_cast<std::uint32_t>(config.world_size())) {}
+
+NodeBuilder& NodeBuilder::barrier_algorithm(BarrierAlgorithm algorithm) noexcept {
+  algorithm_ = algorithm;
+  return *this;
+}
+
+NodeBuilder& NodeBuilder::barrier_timeout(std::chrono::milliseconds timeout) noexcept {
+  barrier_timeout_ = timeout;
+  return *this;
+}
+
+NodeBuilder& NodeBuilder::queue_pair(const QueuePairSettings& settings) noexcept {
+  channels_.queue_pair(settings);
+  return *this;
+}
+
+NodeBuilder& NodeBuilder::timeouts(const ChannelTimeouts& timeouts) noexcept {
+  channels_.timeouts(timeouts);
+  return *this;
+}
+
+PreparedNode NodeBuilder::build() const {
+  if (barrier_timeout_.count() <= 0) {
+    throw_invalid_argument("NodeBuilder::build", "barrier_timeout", "must be positive");
+  }
+  (void)round_count(algorithm_, 1);  // rejects a value that is not one of the enumerators
+  auto barrier = std::make_unique<detail::RdmaBarrier>(pd_, rank_, world_size_);
+  return {channels_.build(), std::move(barrier), algorithm_, barrier_timeout_};
+}
+
+PreparedNode::PreparedNode(PreparedMultiChannel channels,
+                           std::unique_ptr<detail::RdmaBarrier> barrier, BarrierAlgorithm algorithm,
+                           std::chrono::milliseconds barrier_timeout)
+    : channels_(std::move(channels)),
+      barrier_(std::move(barrier)),
+      algorithm_(algorithm),
+      barrier_timeout_(barrier_timeout) {}
+
+PreparedNode::PreparedNode(PreparedNode&&) noexcept = default;
+PreparedNode& PreparedNode::operator=(PreparedNode&&) noexcept = default;
+PreparedNode::~PreparedNode() = default;
+
+NodeEndpoint PreparedNode::endpoint() const {
+  NodeEndpoint endpoint{
+      .rank = rank(), .world_size = world_size(), .queue_pairs = {}, .barrier = barrier_->slots()};
+  endpoint.queue_pairs.reserve(world_size());
+  for (const auto& queue_pair : channels_.endpoints()) {
+    endpoint.queue_pairs.push_back(queue_pair.value_or(Endpoint{}));
+  }
+  return endpoint;
+}
+
+Node PreparedNode::handshake(std::span<const NodeEndpoint> remote) && {
+  constexpr std::string_view kOperation = "PreparedNode::handshake";
+  const std::uint32_t world = world_size();
+  if (remote.size() != world) {
+    throw_invalid_argument(kOperation, "remote endpoints",
+                           "has " + std::to_string(remote.size()) +
+                               " entries; it needs one per rank: " + std::to_string(world));
+  }
+  std::vector<std::optional<Endpoint>> queue_pairs(world);
+  std::vector<PeerRemoteMemoryRegion> slots;
+  slots.reserve(world);
+  const auto needed = barrier_->max_rounds() * world * sizeof(std::uint64_t);
+  for (std::uint32_t peer = 0; peer < world; ++peer) {
+    const NodeEndpoint& endpoint = remote[peer];
+    slots.emplace_back(peer, endpoint.barrier);
+    if (peer == rank()) continue;
+    const std::string where = "remote[" + std::to_string(peer) + "]";
+    if (endpoint.rank != peer) {
+      throw_invalid_argument(kOperation, where,
+                             "is rank " + std::to_string(endpoint.rank) + "'s endpoint, not rank " +
+                                 std::to_string(peer) + "'s");
+    }
+    if (endpoint.world_size != world || endpoint.queue_pairs.size() != world) {
+      throw_invalid_argument(kOperation, where,
+                             "is for a world of " + std::to_string(endpoint.world_size) +
+                                 " ranks with " + std::to_string(endpoint.queue_pairs.size()) +
+                                 " queue pairs; this world has " + std::to_string(world) +
+                                 " (are both ranks started from the same configuration?)");
+    }
+    if (endpoint.barrier.length() < needed) {
+      throw_invalid_argument(kOperation, where,
+                             "has barrier slots of " + std::to_string(endpoint.barrier.length()) +
+                                 " bytes; a world of " + std::to_string(world) + " needs " +
+                                 std::to_string(needed));
+    }
+    queue_pairs[peer] = endpoint.queue_pairs[rank()];
+  }
+  MultiChannel channels = std::move(channels_).handshake(queue_pairs);
+  barrier_->set_peer_slots(std::move(slots));
+  return {std::move(channels), std::move(barrier_), algorithm_, barrier_timeout_};
+}
+
+Node PreparedNode::connect(Exchanger& exchanger) && {
+  if (exchanger.rank() != rank() || exchanger.world_size() != world_size()) {
+    throw_invalid_argument("PreparedNode::connect", "exchanger",
+                           "is rank " + std::to_string(exchanger.rank()) + " of " +
+                               std::to_string(exchanger.world_size()) + "; this node is rank " +
+                               std::to_string(rank()) + " of " + std::to_string(world_size()));
+  }
+  const std::vector<NodeEndpoint> remote = exchanger.exchange(endpoint());
+  Node node = std::move(*this).handshake(remote);
+  // Every rank's queue pairs are ready to receive once every rank has got here.
+  (void)exchanger.exchange_bytes({});
+  return node;
+}
+
+Node::Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
+           BarrierAlgorithm algorithm, std::chrono::milliseconds barrier_timeout)
+    : MultiChannel(std::move(channels)),
+      barrier_(std::move(barrier)),
+      algorithm_(algorithm),
+      timeout_(barrier_timeout) {}
+
+Node::Node(Node&&) noexcept = default;
+Node& Node::operator=(Node&&) noexcept = default;
+Node::~Node() = default;
+
+bool Node::barrier_poisoned() const noexcept { return barrier_ && barrier_->poisoned(); }
+
+void Node::barrier(BarrierOptions options) {
+  if (barrier_) {
+    run_barrier(barrier_->all_ranks(), options);
+  } else {
+    run_barrier(BarrierGroup::all(world_size()), options);  // throws: moved from
+  }
+}
+
+void Node::barrier(std::span<const std::uint32_t> ranks, BarrierOptions options) {
+  run_barrier(BarrierGroup::subset({ranks.begin(), ranks.end()}, rank(), world_size()), options);
+}
+
+void Node::run_barrier(const BarrierGroup& group, const BarrierOptions& options) {
+  if (!barrier_) {
+    throw Error(ErrorKind::state, "Node::barrier", EINVAL, "the Node was moved from");
+  }
+  const auto timeout = options.timeout.value_or(timeout_);
+  if (timeout.count() <= 0) {
+    throw_invalid_argument("Node::barrier", "timeout", "must be positive");
+  }
+  const auto algorithm = options.algorithm.value_or(algorithm_);
+  (void)round_count(algorithm, 1);  // rejects a value that is not one of the enumerators
+  barrier_->run(*this, group, algorithm, timeout);
+}
+
+}  // namespace ibv::net

@@ -1,0 +1,197 @@
+// The RDMA barrier of a Node: signals are RDMA writes of per-peer counters into the receiver's
+// (round, sender) slot; a receiver spins on its own slots until each holds the count it expects.
+#include "net/rdma_barrier.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <thread>
+
+#include "ibv/verbs/error.hpp"
+
+namespace ibv::net::detail {
+namespace {
+
+constexpr std::string_view kOperation = "Node::barrier";
+// Waiting for a signal: spin on the slots, yielding the processor every kSpinsBeforeYield
+// checks; once a round has waited longer than kSleepAfter (a rank is late, or more processes
+// than cores), sleep kSleep between checks instead, so that the processes and the kernel's
+// network work (Soft-RoCE runs there) that the barrier waits for get the processor.
+constexpr unsigned kSpinsBeforeYield = 64;
+constexpr auto kSleepAfter = std::chrono::milliseconds(1);
+constexpr auto kSleep = std::chrono::microseconds(20);
+
+std::size_t most_rounds(std::uint32_t world_size) {
+  std::size_t rounds = 1;  // a world of one has no rounds; keep the region non-empty anyway
+  for (const auto algorithm : {BarrierAlgorithm::centralized, BarrierAlgorithm::binary_tree,
+                               BarrierAlgorithm::dissemination}) {
+    rounds = std::max(rounds, round_count(algorithm, world_size));
+  }
+  return rounds;
+}
+
+std::string ranks_text(std::span<const std::uint32_t> ranks) {
+  constexpr std::size_t kShown = 16;
+  std::string text;
+  for (std::size_t i = 0; i < ranks.size() && i < kShown; ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(ranks[i]);
+  }
+  if (ranks.size() > kShown) text += ", ... (" + std::to_string(ranks.size()) + " ranks)";
+  return text;
+}
+
+constexpr std::string_view kPoisonHint =
+    "the barrier is poisoned now: the ranks' signal counters no longer agree, so every later "
+    "barrier of this Node fails at once; rebuild the Node on every rank to synchronize again";
+
+}  // namespace
+
+RdmaBarrier::RdmaBarrier(const ProtectionDomain& pd, std::uint32_t rank, std::uint32_t world_size)
+    : rank_(rank),
+      world_size_(world_size),
+      all_ranks_(BarrierGroup::all(world_size)),
+      max_rounds_(most_rounds(world_size)),
+      slots_(max_rounds_ * world_size, 0),
+      outgoing_(world_size, 0),
+      slots_mr_(pd.register_remote_accessible(std::as_writable_bytes(std::span(slots_)),
+                                              RemoteAccess::write())),
+      outgoing_mr_(pd.register_local(std::as_writable_bytes(std::span(outgoing_)))),
+      sent_(world_size, 0),
+      received_(world_size, 0),
+      in_flight_(world_size) {}
+
+void RdmaBarrier::set_peer_slots(std::vector<PeerRemoteMemoryRegion> peer_slots) {
+  peer_slots_ = std::move(peer_slots);
+}
+
+std::uint64_t RdmaBarrier::slot(std::size_t round, std::uint32_t sender) noexcept {
+  return std::atomic_ref<std::uint64_t>(slots_[round * world_size_ + sender])
+      .load(std::memory_order_acquire);
+}
+
+std::string RdmaBarrier::current() const {
+  std::string text(to_string(algorithm_));
+  text += " barrier";
+  if (group_ != nullptr) {
+    text += group_->size() == world_size_ ? " over all " + std::to_string(world_size_) + " ranks"
+                                          : " over ranks " + ranks_text(group_->ranks());
+  }
+  return text;
+}
+
+const std::vector<BarrierStep>& RdmaBarrier::schedule(const BarrierGroup& group,
+                                                      BarrierAlgorithm algorithm) {
+  if (group.size() != world_size_) {
+    subset_schedule_ = barrier_schedule(algorithm, group, rank_);
+    return subset_schedule_;
+  }
+  auto& cached = all_ranks_schedules_.at(static_cast<std::size_t>(algorithm));
+  if (!cached) cached = barrier_schedule(algorithm, group, rank_);
+  return *cached;
+}
+
+void RdmaBarrier::run(MultiChannel& channels, const BarrierGroup& group, BarrierAlgorithm algorithm,
+                      std::chrono::milliseconds timeout) {
+  if (poison_) {
+    throw Error(ErrorKind::state, kOperation, EIO,
+                "the barrier is poisoned by an earlier failure: " + *poison_,
+                "rebuild the Node on every rank to synchronize again");
+  }
+  group_ = &group;
+  algorithm_ = algorithm;
+  timeout_ = timeout;
+  const auto deadline = Clock::now() + timeout;
+  try {
+    const auto& steps = schedule(group, algorithm);
+    rounds_ = steps.size();
+    for (std::size_t round = 0; round < steps.size(); ++round) {
+      for (const std::uint32_t peer : steps[round].signal) signal(channels, round, peer, deadline);
+      await(round, steps[round].wait_for, deadline);
+    }
+    reap(deadline);
+  } catch (const std::exception& error) {
+    poison_ = error.what();
+    group_ = nullptr;
+    throw;
+  }
+  group_ = nullptr;
+}
+
+void RdmaBarrier::signal(MultiChannel& channels, std::size_t round, std::uint32_t peer,
+                         Clock::time_point deadline) {
+  if (in_flight_[peer]) reap(deadline);  // its counter's buffer is about to be rewritten
+  outgoing_[peer] = ++sent_[peer];
+  const auto destination = peer_slots_.at(peer).element<std::uint64_t>(round * world_size_ + rank_);
+  const std::array source{outgoing_mr_.gather(std::span(&outgoing_[peer], 1))};
+  in_flight_[peer].emplace(channels.post_write(peer, source, destination));
+  in_flight_peers_.push_back(peer);
+}
+
+void RdmaBarrier::await(std::size_t round, std::span<const std::uint32_t> senders,
+                        Clock::time_point deadline) {
+  std::vector<std::uint32_t> waiting(senders.begin(), senders.end());
+  unsigned spins = 0;
+  const auto entered = Clock::now();
+  for (;;) {
+    std::erase_if(waiting, [&](std::uint32_t sender) {
+      if (slot(round, sender) <= received_[sender]) return false;
+      ++received_[sender];
+      return true;
+    });
+    if (waiting.empty()) return;
+    reap(std::nullopt);
+    if (Clock::now() >= deadline) {
+      throw Error(ErrorKind::timeout, kOperation, ETIMEDOUT,
+                  current() + " timed out after " + std::to_string(timeout_.count()) +
+                      " ms in round " + std::to_string(round + 1) + " of " +
+                      std::to_string(rounds_) + ", still waiting for rank(s) " +
+                      ranks_text(waiting),
+                  "a rank that never arrives (exited, stuck, or in another barrier or subset) "
+                  "holds everyone up; " +
+                      std::string(kPoisonHint));
+    }
+    if (++spins >= kSpinsBeforeYield) {
+      spins = 0;
+      if (Clock::now() - entered > kSleepAfter) {
+        std::this_thread::sleep_for(kSleep);
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+}
+
+void RdmaBarrier::reap(std::optional<Clock::time_point> deadline) {
+  std::erase_if(in_flight_peers_, [&](std::uint32_t peer) {
+    auto& work = in_flight_[peer];
+    std::optional<WorkCompletion> completion = work->poll();
+    if (!completion && deadline) {
+      const auto left = std::max(Clock::duration::zero(), *deadline - Clock::now());
+      try {
+        completion = work->wait_for(left);
+      } catch (const WorkError& error) {
+        completion = error.completion();
+      }
+      if (!completion) {
+        throw Error(ErrorKind::timeout, kOperation, ETIMEDOUT,
+                    current() + ": the signal to rank " + std::to_string(peer) +
+                        " did not complete within " + std::to_string(timeout_.count()) + " ms",
+                    "rank " + std::to_string(peer) + " may have exited or its device failed; " +
+                        std::string(kPoisonHint));
+      }
+    }
+    if (!completion) return false;
+    work.reset();
+    if (!completion->ok()) {
+      throw Error(ErrorKind::driver, kOperation, EIO,
+                  current() + ": the signal to rank " + std::to_string(peer) +
+                      " failed: " + completion->to_string(),
+                  "rank " + std::to_string(peer) + " may have exited or its device failed; " +
+                      std::string(kPoisonHint));
+    }
+    return true;
+  });
+}
+
+}  // namespace ibv::net::detail

@@ -1,0 +1,86 @@
+// Private: the barrier of a Node over RDMA. Registered slots that peers write their signals
+// into, one per (round, sender); per-peer counters of signals sent and received; running one
+// participant's barrier schedule with a deadline; poisoning after a failure.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ibv/channel/pending_work.hpp"
+#include "ibv/multi_channel/multi_channel.hpp"
+#include "ibv/multi_channel/peer_remote_memory_region.hpp"
+#include "ibv/net/barrier_schedule.hpp"
+#include "ibv/verbs/memory_region.hpp"
+#include "ibv/verbs/protection_domain.hpp"
+
+namespace ibv::net::detail {
+
+class RdmaBarrier {
+ public:
+  /// Registers the slots (enough rounds for any group of the world and any algorithm) and the
+  /// outgoing counters.
+  RdmaBarrier(const ProtectionDomain& pd, std::uint32_t rank, std::uint32_t world_size);
+
+  /// Where the peers write their signals to this rank.
+  [[nodiscard]] RemoteMemoryRegion slots() const { return slots_mr_.remote(); }
+  /// The group of every rank (made once: the common case should not allocate).
+  [[nodiscard]] const BarrierGroup& all_ranks() const noexcept { return all_ranks_; }
+  /// Number of rounds the slots have room for.
+  [[nodiscard]] std::size_t max_rounds() const noexcept { return max_rounds_; }
+  /// The peers' slot regions, index = rank (the entry at this rank is ignored). Each must be
+  /// large enough for max_rounds() rounds of world_size senders.
+  void set_peer_slots(std::vector<PeerRemoteMemoryRegion> peer_slots);
+
+  /// Runs this rank's part of a barrier of `group` by `algorithm`, within `timeout`. Throws
+  /// ibv::Error (state) at once when poisoned; poisons and throws on any failure.
+  void run(MultiChannel& channels, const BarrierGroup& group, BarrierAlgorithm algorithm,
+           std::chrono::milliseconds timeout);
+
+  [[nodiscard]] bool poisoned() const noexcept { return poison_.has_value(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  /// The schedule of this rank in `group`; cached for the group of all ranks.
+  const std::vector<BarrierStep>& schedule(const BarrierGroup& group, BarrierAlgorithm algorithm);
+  /// Writes the next counter of `peer` into its slot (round, this rank).
+  void signal(MultiChannel& channels, std::size_t round, std::uint32_t peer,
+              Clock::time_point deadline);
+  /// Spins until every rank of `senders` has signalled this round, polling the signals in flight.
+  void await(std::size_t round, std::span<const std::uint32_t> senders, Clock::time_point deadline);
+  /// Takes the completions of signals in flight; with `deadline`, waits for all of them.
+  void reap(std::optional<Clock::time_point> deadline);
+  /// The slot (round, sender), read as the device may be writing it.
+  [[nodiscard]] std::uint64_t slot(std::size_t round, std::uint32_t sender) noexcept;
+  /// "dissemination barrier over all 4 ranks": the barrier being run, for messages.
+  [[nodiscard]] std::string current() const;
+
+  std::uint32_t rank_;
+  std::uint32_t world_size_;
+  BarrierGroup all_ranks_;
+  std::size_t max_rounds_;
+  std::vector<std::uint64_t> slots_;     // [round * world_size + sender], written by peers
+  std::vector<std::uint64_t> outgoing_;  // [peer]: the counter being written to that peer
+  MemoryRegion slots_mr_;
+  MemoryRegion outgoing_mr_;
+  std::vector<PeerRemoteMemoryRegion> peer_slots_;
+  std::vector<std::uint64_t> sent_;      // [peer]: signals sent to that peer so far
+  std::vector<std::uint64_t> received_;  // [peer]: signals taken from that peer so far
+  std::vector<std::optional<PendingWork>> in_flight_;  // [peer]: its last signal, until complete
+  std::vector<std::uint32_t> in_flight_peers_;
+  std::array<std::optional<std::vector<BarrierStep>>, 3> all_ranks_schedules_;
+  std::vector<BarrierStep> subset_schedule_;
+  // The barrier being run, for messages.
+  const BarrierGroup* group_ = nullptr;
+  BarrierAlgorithm algorithm_ = BarrierAlgorithm::dissemination;
+  std::size_t rounds_ = 0;
+  std::chrono::milliseconds timeout_{0};
+  std::optional<std::string> poison_;
+};
+
+}  // namespace ibv::net::detail

@@ -1,0 +1,247 @@
+// Device tests of ibv::net::Node on one device: every rank is a thread of this process with its
+// own Context, protection domain and Exchanger (TCP on 127.0.0.1, a port per rank), so the
+// whole path runs: NodeBuilder -> PreparedNode -> connect() over the exchanger -> barriers and
+// MultiChannel operations. Barriers are checked by counting: a rank that left a barrier before
+// every participant entered it would see a count below the group size.
+// The same across hosts, one rank per host, is in tests/multi_host/.
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "device_fixture.hpp"
+#include "support/error_matchers.hpp"
+
+namespace ibv::test {
+namespace {
+
+using namespace std::chrono_literals;
+using ibv_test::throws_error;
+using net::BarrierAlgorithm;
+using net::Node;
+
+constexpr std::array kAlgorithms{BarrierAlgorithm::centralized, BarrierAlgorithm::binary_tree,
+                                 BarrierAlgorithm::dissemination};
+
+/// A port range for this process, so that concurrent runs on one machine do not collide; each
+/// run_ranks() call takes the next `world` ports.
+std::uint16_t next_ports(std::uint32_t world) {
+  static std::atomic<std::uint32_t> next{20000U +
+                                         (static_cast<std::uint32_t>(::getpid()) % 2000U) * 16U};
+  return static_cast<std::uint16_t>(next.fetch_add(world));
+}
+
+net::NetworkConfig local_config(std::uint32_t world, const std::string& device) {
+  const std::uint16_t base = next_ports(world);
+  net::NetworkConfigBuilder builder;
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    builder.add_host({.rank = rank,
+                      .hostname = "127.0.0.1",
+                      .port = static_cast<std::uint16_t>(base + rank),
+                      .ibdev = device});
+  }
+  return builder.build();
+}
+
+/// Runs body(node) on `world` ranks, one thread each, every rank connected through an
+/// Exchanger; rethrows the first exception of any rank after all threads have ended.
+void run_ranks(std::uint32_t world, const std::function<void(Node&, net::Exchanger&)>& body,
+               const std::function<void(net::NodeBuilder&)>& configure = {}) {
+  const std::string device = open_test_device().name();
+  const net::NetworkConfig config = local_config(world, device);
+  std::mutex mutex;
+  std::exception_ptr first_error;
+  std::vector<std::thread> threads;
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        net::Exchanger exchanger(config, rank, {.timeout = 20s});
+        const Context context = open_device(device);
+        const ProtectionDomain pd(context);
+        QueuePairSettings settings;
+        settings.gid_index = test_gid_index(context);
+        net::NodeBuilder builder(pd, rank, world);
+        builder.queue_pair(settings).barrier_timeout(20s);
+        if (configure) configure(builder);
+        Node node = builder.build().connect(exchanger);
+        body(node, exchanger);
+      } catch (...) {
+        const std::lock_guard lock(mutex);
+        if (!first_error) first_error = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+TEST(NodeBarrier, NoRankLeavesBeforeAllArrivedForEveryAlgorithm) {
+  constexpr std::uint32_t kWorld = 4;
+  constexpr std::size_t kRounds = 200;
+  for (const auto algorithm : kAlgorithms) {
+    SCOPED_TRACE(std::string(to_string(algorithm)));
+    std::vector<std::atomic<std::uint32_t>> arrived(kRounds);
+    run_ranks(
+        kWorld,
+        [&](Node& node, net::Exchanger&) {
+          EXPECT_EQ(node.barrier_algorithm(), algorithm);
+          for (std::size_t i = 0; i < kRounds; ++i) {
+            arrived[i].fetch_add(1);
+            node.barrier();
+            ASSERT_EQ(arrived[i].load(), kWorld)
+                << "rank " << node.rank() << " left barrier " << i << " early";
+          }
+        },
+        [&](net::NodeBuilder& builder) { builder.barrier_algorithm(algorithm); });
+  }
+}
+
+TEST(NodeBarrier, SubsetsAndAllRanksInterleaved) {
+  constexpr std::uint32_t kWorld = 4;
+  constexpr std::size_t kRounds = 100;
+  const std::vector<std::uint32_t> odd_group{0, 2, 3};
+  const std::vector<std::uint32_t> pair{1, 2};
+  std::vector<std::atomic<std::uint32_t>> in_odd(kRounds);
+  std::vector<std::atomic<std::uint32_t>> in_pair(kRounds);
+  std::vector<std::atomic<std::uint32_t>> in_all(kRounds);
+  run_ranks(kWorld, [&](Node& node, net::Exchanger&) {
+    const auto me = node.rank();
+    for (std::size_t i = 0; i < kRounds; ++i) {
+      const auto round_algorithm = kAlgorithms.at(i % 3);
+      if (std::find(odd_group.begin(), odd_group.end(), me) != odd_group.end()) {
+        in_odd[i].fetch_add(1);
+        node.barrier(odd_group, {.algorithm = round_algorithm});
+        ASSERT_EQ(in_odd[i].load(), odd_group.size());
+      }
+      if (std::find(pair.begin(), pair.end(), me) != pair.end()) {
+        in_pair[i].fetch_add(1);
+        node.barrier(pair, {.algorithm = round_algorithm});
+        ASSERT_EQ(in_pair[i].load(), pair.size());
+      }
+      in_all[i].fetch_add(1);
+      node.barrier({.algorithm = BarrierAlgorithm::binary_tree});
+      ASSERT_EQ(in_all[i].load(), kWorld);
+    }
+  });
+}
+
+TEST(NodeBarrier, ABadSubsetIsRejectedAndPoisonsNothing) {
+  run_ranks(3, [&](Node& node, net::Exchanger&) {
+    const std::vector<std::uint32_t> unsorted{2, 0, 1};
+    EXPECT_TRUE(
+        throws_error(ErrorKind::invalid_argument, [&] { node.barrier(unsorted); }, {"order"}));
+    const std::vector<std::uint32_t> twice{0, 1, 1, 2};
+    EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { node.barrier(twice); }, {"twice"}));
+    const std::vector<std::uint32_t> outside{0, 1, 2, 3};
+    EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { node.barrier(outside); }, {"3"}));
+    std::vector<std::uint32_t> without_me;
+    for (std::uint32_t r = 0; r < 3; ++r) {
+      if (r != node.rank()) without_me.push_back(r);
+    }
+    EXPECT_TRUE(
+        throws_error(ErrorKind::invalid_argument, [&] { node.barrier(without_me); }, {"not"}));
+    EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { node.barrier({.timeout = 0ms}); },
+                             {"timeout"}));
+    EXPECT_FALSE(node.barrier_poisoned());
+    node.barrier();  // still works, on every rank
+  });
+}
+
+TEST(NodeBarrier, TimesOutWhenARankNeverArrivesAndIsPoisonedAfter) {
+  for (const auto algorithm : kAlgorithms) {
+    SCOPED_TRACE(std::string(to_string(algorithm)));
+    std::atomic<int> finished{0};
+    run_ranks(3, [&](Node& node, net::Exchanger&) {
+      if (node.rank() == 2) {  // never enters; stays alive until the others are done
+        while (finished.load() < 2) std::this_thread::sleep_for(10ms);
+        return;
+      }
+      const auto started = std::chrono::steady_clock::now();
+      EXPECT_TRUE(throws_error(ErrorKind::timeout,
+                               [&] { node.barrier({.algorithm = algorithm, .timeout = 300ms}); },
+                               {"Node::barrier", std::string(to_string(algorithm)),
+                                "timed out after 300 ms", "rank(s)"}));
+      EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+      EXPECT_TRUE(node.barrier_poisoned());
+      EXPECT_TRUE(
+          throws_error(ErrorKind::state, [&] { node.barrier(); }, {"poisoned", "timed out"}));
+      finished.fetch_add(1);
+    });
+  }
+}
+
+TEST(NodeOperations, NeighboursWriteAndSendWithExchangedRegions) {
+  constexpr std::uint32_t kWorld = 4;
+  constexpr std::size_t kHalf = 2048;
+  run_ranks(kWorld, [&](Node& node, net::Exchanger& exchanger) {
+    const std::uint32_t me = node.rank();
+    const std::uint32_t right = (me + 1) % kWorld;
+    const std::uint32_t left = (me + kWorld - 1) % kWorld;
+    EXPECT_EQ(node.peers().size(), kWorld - 1);
+    std::vector<std::byte> inbox(2 * kHalf, std::byte{0});
+    std::vector<std::byte> outbox(2 * kHalf);
+    fill_pattern(outbox, me);
+    const MemoryRegion in_mr =
+        node.protection_domain().register_remote_accessible(inbox, RemoteAccess::write());
+    const MemoryRegion out_mr = node.protection_domain().register_local(outbox);
+    const auto inboxes = tag_with_ranks(exchanger.exchange(in_mr.remote()));
+    ASSERT_EQ(inboxes.size(), kWorld);
+
+    const std::array first_half{out_mr.gather(std::span(outbox).first(kHalf))};
+    const std::array second_half{out_mr.gather(std::span(outbox).last(kHalf))};
+    EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                             [&] { node.write(right, first_half, inboxes[left]); },
+                             {"belongs to peer " + std::to_string(left)}));
+
+    PendingWork receive =
+        node.post_receive(right, std::array{in_mr.scatter(std::span(inbox).last(kHalf))});
+    node.barrier();  // every receive is posted before anyone sends
+    node.send(left, second_half);
+    node.write(right, first_half, inboxes[right].sub_region(0, kHalf));
+    EXPECT_EQ(receive.wait().byte_length(), kHalf);
+    node.barrier();  // every write has completed, so every inbox is whole
+
+    std::vector<std::byte> from_left(2 * kHalf);
+    std::vector<std::byte> from_right(2 * kHalf);
+    fill_pattern(from_left, left);
+    fill_pattern(from_right, right);
+    EXPECT_TRUE(same_bytes(std::span(from_left).first(kHalf), std::span(inbox).first(kHalf)));
+    EXPECT_TRUE(same_bytes(std::span(from_right).last(kHalf), std::span(inbox).last(kHalf)));
+  });
+}
+
+TEST(PreparedNodeHandshake, ChecksEveryEndpointFirst) {
+  const Context context = open_test_device();
+  const ProtectionDomain pd(context);
+  net::PreparedNode zero = net::NodeBuilder(pd, 0, 2).build();
+  net::PreparedNode one = net::NodeBuilder(pd, 1, 2).build();
+  const net::NodeEndpoint from_one = one.endpoint();
+  EXPECT_EQ(from_one.rank, 1U);
+  EXPECT_EQ(from_one.queue_pairs.size(), 2U);
+  EXPECT_EQ(net::NodeEndpoint::from_bytes(from_one.to_bytes()), from_one);
+
+  const std::vector<net::NodeEndpoint> too_few{zero.endpoint()};
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] { (void)std::move(zero).handshake(too_few); }, {"1 entries", "2"}));
+  const std::vector<net::NodeEndpoint> wrong_rank{zero.endpoint(), zero.endpoint()};
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] { (void)std::move(zero).handshake(wrong_rank); },
+                           {"remote[1]", "rank 0's endpoint"}));
+  net::NodeEndpoint other_world = from_one;
+  other_world.world_size = 3;
+  const std::vector<net::NodeEndpoint> mismatched{zero.endpoint(), other_world};
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] { (void)std::move(zero).handshake(mismatched); }, {"world of 3"}));
+}
+
+}  // namespace
+}  // namespace ibv::test
