@@ -1,7 +1,7 @@
 # ibverbs-cpp developer commands (`make help`). CMake does the real work; see CMakePresets.json.
 #
 #   make demo      install deps, build (ci preset), run the examples (here or in the testbed)
-#   make test      install deps, build (ci preset, -Werror), run unit + install + device tests
+#   make test      install deps, build (ci preset, -Werror), run unit, install, lint, device and multi-host tests
 #   make build     install deps, configure and build (PRESET=ci by default: dev, ci, release)
 #   make lint      clang-format --dry-run -Werror and clang-tidy over include/ src/ tests/ examples/
 #   make format    apply clang-format in place

@@ -16,10 +16,10 @@ namespace ibv::net {
 /// {"hostname":"node01","port":18515,"ibdev":"mlx5_0","rankid":0,"comment":"rack 3"}.
 struct HostConfig {
   std::uint32_t rank = 0;  ///< "rankid": 0..N-1, each rank exactly once.
-  std::string hostname{};    ///< Host name or address the other ranks dial; non-empty, no blanks.
+  std::string hostname{};  ///< Host name or address the other ranks dial; non-empty, no blanks.
   std::uint16_t port = 0;  ///< TCP port of the out-of-band exchanger on that host: 1..65535.
-  std::string ibdev{};       ///< RDMA device to open on that host ("mlx5_0", "rxe0"); non-empty.
-  std::string comment{};     ///< Free text for people; optional (empty when absent).
+  std::string ibdev{};     ///< RDMA device to open on that host ("mlx5_0", "rxe0"); non-empty.
+  std::string comment{};   ///< Free text for people; optional (empty when absent).
 
   friend bool operator==(const HostConfig&, const HostConfig&) = default;
 };
