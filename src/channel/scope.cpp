@@ -90,21 +90,27 @@ PendingWork& ScopeWork::keep(PendingWork work, std::optional<std::uint32_t> peer
   return work_.emplace_back(Kept{std::move(work), peer}).work;
 }
 
+std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanoseconds timeout,
+                                                DrainResult& result) {
+  try {
+    if (auto completion = kept.work.wait_for(timeout)) return completion;
+    result.timed_out.push_back(kept.work.wr_id());
+    result.timed_out_peers.push_back(kept.peer);
+    kept.work.orphan();
+  } catch (const WorkError& error) {
+    result.failed.push_back(error.completion());
+    result.failed_peers.push_back(kept.peer);
+  }
+  return std::nullopt;
+}
+
 void ScopeWork::drain(DrainResult& result) {
-  for (auto& [work, peer] : work_) {
-    if (work.is_complete()) continue;  // the caller saw it: its outcome is the caller's business
-    result.unpolled.push_back(work.wr_id());
-    result.unpolled_peers.push_back(peer);
-    try {
-      if (!work.wait_for(work.operation_timeout())) {
-        result.timed_out.push_back(work.wr_id());
-        result.timed_out_peers.push_back(peer);
-        work.orphan();
-      }
-    } catch (const WorkError& error) {
-      result.failed.push_back(error.completion());
-      result.failed_peers.push_back(peer);
-    }
+  for (auto& kept : work_) {
+    // a request the caller saw complete: its outcome is the caller's business
+    if (kept.work.is_complete()) continue;
+    result.unpolled.push_back(kept.work.wr_id());
+    result.unpolled_peers.push_back(kept.peer);
+    (void)settle(kept, kept.work.operation_timeout(), result);
   }
   work_.clear();  // every handle is settled or orphaned: their destructors do not wait
 }
@@ -149,22 +155,11 @@ std::vector<WorkCompletion> ScopeWork::complete_all(std::string_view operation,
   std::vector<WorkCompletion> completions;
   completions.reserve(work_.size());
   DrainResult result;
-  for (auto& [work, peer] : work_) {
-    try {
-      const auto left =
-          std::max(std::chrono::nanoseconds(0),
-                   std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
-      if (auto completion = work.wait_for(left)) {
-        completions.push_back(*completion);
-      } else {
-        result.timed_out.push_back(work.wr_id());
-        result.timed_out_peers.push_back(peer);
-        work.orphan();
-      }
-    } catch (const WorkError& error) {
-      result.failed.push_back(error.completion());
-      result.failed_peers.push_back(peer);
-    }
+  for (auto& kept : work_) {
+    const auto left =
+        std::max(std::chrono::nanoseconds(0),
+                 std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
+    if (auto completion = settle(kept, left, result)) completions.push_back(*completion);
   }
   work_.clear();
   if (!result.failed.empty() || !result.timed_out.empty()) {

@@ -164,28 +164,22 @@ WorkCompletion MultiChannel::receive(std::uint32_t peer, std::span<const Scatter
 
 WorkCompletion MultiChannel::write(std::uint32_t peer, std::span<const GatherElement> data,
                                    const PeerRemoteMemoryRegion& destination, Timeout timeout) {
-  constexpr std::string_view kOperation = "MultiChannel::write";
-  Channel& channel = detail::peer_channel(*this, peer, kOperation);
-  detail::check_owner(peer, destination, kOperation);
-  return channel.write(data, destination.region(), timeout);
+  return detail::peer_channel(*this, peer, destination, "MultiChannel::write")
+      .write(data, destination.region(), timeout);
 }
 
 WorkCompletion MultiChannel::write_with_immediate(std::uint32_t peer,
                                                   std::span<const GatherElement> data,
                                                   const PeerRemoteMemoryRegion& destination,
                                                   std::uint32_t immediate, Timeout timeout) {
-  constexpr std::string_view kOperation = "MultiChannel::write_with_immediate";
-  Channel& channel = detail::peer_channel(*this, peer, kOperation);
-  detail::check_owner(peer, destination, kOperation);
-  return channel.write_with_immediate(data, destination.region(), immediate, timeout);
+  return detail::peer_channel(*this, peer, destination, "MultiChannel::write_with_immediate")
+      .write_with_immediate(data, destination.region(), immediate, timeout);
 }
 
 WorkCompletion MultiChannel::read(std::uint32_t peer, std::span<const ScatterElement> into,
                                   const PeerRemoteMemoryRegion& source, Timeout timeout) {
-  constexpr std::string_view kOperation = "MultiChannel::read";
-  Channel& channel = detail::peer_channel(*this, peer, kOperation);
-  detail::check_owner(peer, source, kOperation);
-  return channel.read(into, source.region(), timeout);
+  return detail::peer_channel(*this, peer, source, "MultiChannel::read")
+      .read(into, source.region(), timeout);
 }
 
 // --- blocking, several peers --------------------------------------------------------------------
@@ -265,28 +259,22 @@ PendingWork MultiChannel::post_receive(std::uint32_t peer, std::span<const Scatt
 PendingWork MultiChannel::post_write(std::uint32_t peer, std::span<const GatherElement> data,
                                      const PeerRemoteMemoryRegion& destination,
                                      PostOptions options) {
-  constexpr std::string_view kOperation = "MultiChannel::post_write";
-  Channel& channel = detail::peer_channel(*this, peer, kOperation);
-  detail::check_owner(peer, destination, kOperation);
-  return channel.post_write(data, destination.region(), options);
+  return detail::peer_channel(*this, peer, destination, "MultiChannel::post_write")
+      .post_write(data, destination.region(), options);
 }
 
 PendingWork MultiChannel::post_write_with_immediate(std::uint32_t peer,
                                                     std::span<const GatherElement> data,
                                                     const PeerRemoteMemoryRegion& destination,
                                                     std::uint32_t immediate, PostOptions options) {
-  constexpr std::string_view kOperation = "MultiChannel::post_write_with_immediate";
-  Channel& channel = detail::peer_channel(*this, peer, kOperation);
-  detail::check_owner(peer, destination, kOperation);
-  return channel.post_write_with_immediate(data, destination.region(), immediate, options);
+  return detail::peer_channel(*this, peer, destination, "MultiChannel::post_write_with_immediate")
+      .post_write_with_immediate(data, destination.region(), immediate, options);
 }
 
 PendingWork MultiChannel::post_read(std::uint32_t peer, std::span<const ScatterElement> into,
                                     const PeerRemoteMemoryRegion& source, PostOptions options) {
-  constexpr std::string_view kOperation = "MultiChannel::post_read";
-  Channel& channel = detail::peer_channel(*this, peer, kOperation);
-  detail::check_owner(peer, source, kOperation);
-  return channel.post_read(into, source.region(), options);
+  return detail::peer_channel(*this, peer, source, "MultiChannel::post_read")
+      .post_read(into, source.region(), options);
 }
 
 // --- unpolled, several peers --------------------------------------------------------------------

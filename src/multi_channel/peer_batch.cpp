@@ -47,9 +47,11 @@ Channel& peer_channel(MultiChannel& channels, std::uint32_t peer, std::string_vi
   return channels.channel(peer);
 }
 
-void check_owner(std::uint32_t peer, const PeerRemoteMemoryRegion& region,
-                 std::string_view operation) {
+Channel& peer_channel(MultiChannel& channels, std::uint32_t peer,
+                      const PeerRemoteMemoryRegion& region, std::string_view operation) {
+  Channel& channel = peer_channel(channels, peer, operation);
   check(operation, "remote region", owner_problem(peer, region));
+  return channel;
 }
 
 void post_batch(MultiChannel& channels, std::span<const PeerSend> sends, PostOptions options,

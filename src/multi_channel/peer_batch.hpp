@@ -14,9 +14,9 @@ namespace ibv::detail {
 /// The channel to `peer`; throws ibv::Error (invalid_argument) naming `operation` when `peer` is
 /// the MultiChannel's own rank or not below its world size.
 Channel& peer_channel(MultiChannel& channels, std::uint32_t peer, std::string_view operation);
-/// Throws ibv::Error (invalid_argument) naming `operation` unless `region` belongs to `peer`.
-void check_owner(std::uint32_t peer, const PeerRemoteMemoryRegion& region,
-                 std::string_view operation);
+/// peer_channel(), and also throws unless `region` belongs to `peer`.
+Channel& peer_channel(MultiChannel& channels, std::uint32_t peer,
+                      const PeerRemoteMemoryRegion& region, std::string_view operation);
 
 /// Receives each request of a batch as it is posted, with its peer.
 using BatchSink = std::function<void(std::uint32_t peer, PendingWork work)>;

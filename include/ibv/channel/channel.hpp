@@ -135,26 +135,8 @@ class Channel {
   template <typename Body>
   requires std::is_invocable_v<Body, ChannelScope&>
   auto scope(Body&& body) -> std::decay_t<std::invoke_result_t<Body, ChannelScope&>> {
-    using Result = std::decay_t<std::invoke_result_t<Body, ChannelScope&>>;
     ChannelScope scope(core_);
-    std::exception_ptr body_error;
-    if constexpr (std::is_void_v<Result>) {
-      try {
-        std::forward<Body>(body)(scope);
-      } catch (...) {
-        body_error = std::current_exception();
-      }
-      scope.finish(body_error);  // throws if anything failed
-    } else {
-      std::optional<Result> result;
-      try {
-        result.emplace(std::forward<Body>(body)(scope));
-      } catch (...) {
-        body_error = std::current_exception();
-      }
-      scope.finish(body_error);
-      return std::move(*result);
-    }
+    return detail::run_scope(scope, std::forward<Body>(body));
   }
 
   [[nodiscard]] const QueuePair& queue_pair() const noexcept;

@@ -11,6 +11,8 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ibv/channel/pending_work.hpp"
@@ -104,8 +106,38 @@ class ScopeWork {
     PendingWork work;
     std::optional<std::uint32_t> peer;
   };
+  /// Waits up to `timeout` for `kept`; records a failure, or a timeout (and orphans the
+  /// request), in `result`. The completion if it arrived and succeeded.
+  static std::optional<WorkCompletion> settle(Kept& kept, std::chrono::nanoseconds timeout,
+                                              DrainResult& result);
   std::deque<Kept> work_;  // a deque: references stay valid as it grows
 };
+
+/// Runs `body(scope)`, then `scope.finish(exception of the body or null)`, which waits for the
+/// scope's work and throws if anything failed; returns what the body returned (by value). The
+/// common part of Channel::scope() and MultiChannel::scope().
+template <typename Scope, typename Body>
+auto run_scope(Scope& scope, Body&& body) -> std::decay_t<std::invoke_result_t<Body, Scope&>> {
+  using Result = std::decay_t<std::invoke_result_t<Body, Scope&>>;
+  std::exception_ptr body_error;
+  if constexpr (std::is_void_v<Result>) {
+    try {
+      std::forward<Body>(body)(scope);
+    } catch (...) {
+      body_error = std::current_exception();
+    }
+    scope.finish(body_error);  // throws if anything failed
+  } else {
+    std::optional<Result> result;
+    try {
+      result.emplace(std::forward<Body>(body)(scope));
+    } catch (...) {
+      body_error = std::current_exception();
+    }
+    scope.finish(body_error);
+    return std::move(*result);
+  }
+}
 
 /// Channel scopes' posting: every post_* keeps the request's PendingWork until the scope ends
 /// and returns a reference to it, valid until then.

@@ -192,26 +192,8 @@ class MultiChannel {
   template <typename Body>
   requires std::is_invocable_v<Body, MultiChannelScope&>
   auto scope(Body&& body) -> std::decay_t<std::invoke_result_t<Body, MultiChannelScope&>> {
-    using Result = std::decay_t<std::invoke_result_t<Body, MultiChannelScope&>>;
     MultiChannelScope scope(*this);
-    std::exception_ptr body_error;
-    if constexpr (std::is_void_v<Result>) {
-      try {
-        std::forward<Body>(body)(scope);
-      } catch (...) {
-        body_error = std::current_exception();
-      }
-      scope.finish(body_error);  // throws if anything failed
-    } else {
-      std::optional<Result> result;
-      try {
-        result.emplace(std::forward<Body>(body)(scope));
-      } catch (...) {
-        body_error = std::current_exception();
-      }
-      scope.finish(body_error);
-      return std::move(*result);
-    }
+    return detail::run_scope(scope, std::forward<Body>(body));
   }
 
  private:
