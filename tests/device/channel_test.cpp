@@ -307,32 +307,6 @@ TEST_F(ChannelScoped, SendReceiveWriteAndReadReturnTheBodysValue) {
   EXPECT_TRUE(same_bytes(a_bytes(0, 4000), b_bytes(0, 4000)));
 }
 
-// A scope keeps its first requests in place and the rest elsewhere: the references it hands out
-// stay valid as it grows past that, and each refers to its own request.
-TEST_F(ChannelScoped, ReferencesStayValidAsTheScopeGrows) {
-  constexpr std::size_t kCount = 30;
-  fill_pattern(a_bytes(0, kCount * 100), 36);
-  const std::size_t waited = a->scope([&](ChannelScope& scope) {
-    std::vector<PendingWork*> posted;
-    std::vector<std::uint64_t> ids;
-    for (std::size_t i = 0; i < kCount; ++i) {
-      posted.push_back(&scope.post_write(gather_a(i * 100, 100), remote_b(i * 100, 100),
-                                         {.signaled = i % 2 == 0}));
-      ids.push_back(posted.back()->wr_id());
-      EXPECT_EQ(scope.size(), i + 1);
-    }
-    std::size_t count = 0;
-    for (std::size_t i = 0; i < kCount; i += 3) {  // some, in the inline part and after it
-      EXPECT_EQ(posted[i]->wr_id(), ids[i]);
-      EXPECT_EQ(posted[i]->wait().wr_id(), ids[i]);
-      ++count;
-    }
-    return count;
-  });
-  EXPECT_EQ(waited, 10U);
-  EXPECT_TRUE(same_bytes(a_bytes(0, kCount * 100), b_bytes(0, kCount * 100)));
-}
-
 // Nothing is awaited in the bodies: the receives are filled once the scopes return.
 TEST_F(ChannelScoped, ImmediateFormsLeftToTheScopeAreDoneWhenItReturns) {
   fill_pattern(a_bytes(0, 3000), 12);
