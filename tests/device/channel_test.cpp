@@ -939,7 +939,7 @@ TEST_F(ChannelSlotRing, AReceivePostedLongBeforeItsMessageGetsItsOwnCompletion) 
   EXPECT_EQ(got.opcode(), WorkOpcode::receive);
   EXPECT_EQ(got.byte_length(), 333U);
   EXPECT_TRUE(same_bytes(a_bytes(16384, 333), b_bytes(0, 333)));
-  EXPECT_TRUE(same_bytes(b_bytes(8192, 256), a_bytes(std::size_t{29} * 256, 256)));
+  EXPECT_TRUE(same_bytes(b_bytes(8192, 256), a_bytes(29 * 256, 256)));
 }
 
 TEST_F(ChannelSlotRing, AnOrphanedReceiveThatCompletesAfterWrapAroundIsDiscarded) {
