@@ -12,7 +12,7 @@ namespace ibv {
 
 MultiChannelBuilder::MultiChannelBuilder(ProtectionDomain pd, std::uint32_t rank,
                                          std::uint32_t world_size)
-    : pd_(pd), channel_(std::move(pd)), rank_(rank), world_size_(world_size) {
+    : channel_(std::move(pd)), rank_(rank), world_size_(world_size) {
   if (world_size == 0) {
     throw_invalid_argument("MultiChannelBuilder", "world_size", "is 0: a world has a rank");
   }
@@ -29,7 +29,6 @@ MultiChannelBuilder& MultiChannelBuilder::queue_pair(const QueuePairSettings& se
 
 MultiChannelBuilder& MultiChannelBuilder::timeouts(const ChannelTimeouts& timeouts) noexcept {
   channel_.timeouts(timeouts);
-  timeouts_ = timeouts;
   return *this;
 }
 
@@ -43,7 +42,7 @@ PreparedMultiChannel MultiChannelBuilder::build() const {
   for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
     if (peer != rank_) channels[peer].emplace(channel_.build());
   }
-  return {pd_, rank_, std::move(channels), timeouts_};
+  return {channel_.protection_domain(), rank_, std::move(channels), channel_.timeout_settings()};
 }
 
 PreparedMultiChannel::PreparedMultiChannel(ProtectionDomain pd, std::uint32_t rank,
@@ -52,6 +51,15 @@ PreparedMultiChannel::PreparedMultiChannel(ProtectionDomain pd, std::uint32_t ra
     : pd_(std::move(pd)), rank_(rank), channels_(std::move(channels)), timeouts_(timeouts) {}
 
 namespace {
+/// Throws for a `peer` that has no channel: this rank itself, or not below the world size.
+[[noreturn]] void throw_no_channel(std::string_view operation, std::uint32_t peer,
+                                   std::uint32_t rank, std::size_t world_size) {
+  throw_invalid_argument(operation, "peer " + std::to_string(peer),
+                         peer == rank
+                             ? "is this rank itself (there is no channel to it)"
+                             : "is not below the world size " + std::to_string(world_size));
+}
+
 /// A PreparedMultiChannel has at least one rank until handshake() takes its queue pairs.
 void check_not_consumed(std::size_t ranks, std::string_view operation) {
   if (ranks == 0) {
@@ -64,10 +72,7 @@ void check_not_consumed(std::size_t ranks, std::string_view operation) {
 Endpoint PreparedMultiChannel::endpoint_for(std::uint32_t peer) const {
   check_not_consumed(channels_.size(), "PreparedMultiChannel::endpoint_for");
   if (peer >= channels_.size() || !channels_[peer]) {
-    throw_invalid_argument("PreparedMultiChannel::endpoint_for", "peer " + std::to_string(peer),
-                           peer == rank_
-                               ? "is this rank itself (there is no channel to it)"
-                               : "is not below the world size " + std::to_string(channels_.size()));
+    throw_no_channel("PreparedMultiChannel::endpoint_for", peer, rank_, channels_.size());
   }
   return channels_[peer]->endpoint();
 }
@@ -126,10 +131,7 @@ Channel& MultiChannel::channel(std::uint32_t peer) {
 
 const Channel& MultiChannel::channel(std::uint32_t peer) const {
   if (peer >= channels_.size() || !channels_[peer]) {
-    throw_invalid_argument("MultiChannel::channel", "peer " + std::to_string(peer),
-                           peer == rank_
-                               ? "is this rank itself (there is no channel to it)"
-                               : "is not below the world size " + std::to_string(channels_.size()));
+    throw_no_channel("MultiChannel::channel", peer, rank_, channels_.size());
   }
   return *channels_[peer];
 }

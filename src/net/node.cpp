@@ -12,7 +12,7 @@
 namespace ibv::net {
 
 NodeBuilder::NodeBuilder(ProtectionDomain pd, std::uint32_t rank, std::uint32_t world_size)
-    : pd_(pd), channels_(std::move(pd), rank, world_size), rank_(rank), world_size_(world_size) {}
+    : channels_(std::move(pd), rank, world_size) {}
 
 NodeBuilder::NodeBuilder(ProtectionDomain pd, const NetworkConfig& config, std::uint32_t rank)
     : NodeBuilder(std::move(pd), config.host(rank).rank,
@@ -43,7 +43,8 @@ PreparedNode NodeBuilder::build() const {
     throw_invalid_argument("NodeBuilder::build", "barrier_timeout", "must be positive");
   }
   (void)round_count(algorithm_, 1);  // rejects a value that is not one of the enumerators
-  auto barrier = std::make_unique<detail::RdmaBarrier>(pd_, rank_, world_size_);
+  auto barrier = std::make_unique<detail::RdmaBarrier>(channels_.protection_domain(),
+                                                       channels_.rank(), channels_.world_size());
   return {channels_.build(), std::move(barrier), algorithm_, barrier_timeout_};
 }
 
@@ -138,19 +139,14 @@ Node::~Node() = default;
 
 bool Node::barrier_poisoned() const noexcept { return barrier_ && barrier_->poisoned(); }
 
-void Node::barrier(BarrierOptions options) {
-  if (barrier_) {
-    run_barrier(barrier_->all_ranks(), options);
-  } else {
-    run_barrier(BarrierGroup::all(world_size()), options);  // throws: moved from
-  }
-}
+void Node::barrier(BarrierOptions options) { run_barrier(nullptr, options); }
 
 void Node::barrier(std::span<const std::uint32_t> ranks, BarrierOptions options) {
-  run_barrier(BarrierGroup::subset({ranks.begin(), ranks.end()}, rank(), world_size()), options);
+  const auto group = BarrierGroup::subset({ranks.begin(), ranks.end()}, rank(), world_size());
+  run_barrier(&group, options);
 }
 
-void Node::run_barrier(const BarrierGroup& group, const BarrierOptions& options) {
+void Node::run_barrier(const BarrierGroup* group, const BarrierOptions& options) {
   if (!barrier_) {
     throw Error(ErrorKind::state, "Node::barrier", EINVAL, "the Node was moved from");
   }
@@ -160,7 +156,7 @@ void Node::run_barrier(const BarrierGroup& group, const BarrierOptions& options)
   }
   const auto algorithm = options.algorithm.value_or(algorithm_);
   (void)round_count(algorithm, 1);  // rejects a value that is not one of the enumerators
-  barrier_->run(*this, group, algorithm, timeout);
+  barrier_->run(*this, group != nullptr ? *group : barrier_->all_ranks(), algorithm, timeout);
 }
 
 }  // namespace ibv::net

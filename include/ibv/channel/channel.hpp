@@ -49,6 +49,8 @@ class ChannelBuilder {
   ChannelBuilder& completion_queue_size(int entries) noexcept;
 
   [[nodiscard]] const QueuePairSettings& queue_pair_settings() const noexcept { return qp_; }
+  [[nodiscard]] const ChannelTimeouts& timeout_settings() const noexcept { return timeouts_; }
+  [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept { return pd_; }
 
   /// Creates the completion queue and the queue pair (see QueuePairBuilder::build).
   [[nodiscard]] PreparedChannel build() const;

@@ -48,15 +48,19 @@ class MultiChannelBuilder {
   /// Entries of each channel's completion queue (see ChannelBuilder::completion_queue_size).
   MultiChannelBuilder& completion_queue_size(int entries) noexcept;
 
+  [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::uint32_t world_size() const noexcept { return world_size_; }
+  [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept {
+    return channel_.protection_domain();
+  }
+
   /// Creates world_size - 1 channels' queue pairs and completion queues.
   [[nodiscard]] PreparedMultiChannel build() const;
 
  private:
-  ProtectionDomain pd_;
   ChannelBuilder channel_;
   std::uint32_t rank_;
   std::uint32_t world_size_;
-  ChannelTimeouts timeouts_;
 };
 
 /// The queue pairs of a MultiChannel, made but not connected.

@@ -76,10 +76,7 @@ class NodeBuilder {
   [[nodiscard]] PreparedNode build() const;
 
  private:
-  ProtectionDomain pd_;
   MultiChannelBuilder channels_;
-  std::uint32_t rank_;
-  std::uint32_t world_size_;
   BarrierAlgorithm algorithm_ = BarrierAlgorithm::dissemination;
   std::chrono::milliseconds barrier_timeout_{30'000};
 };
@@ -147,7 +144,8 @@ class Node : public MultiChannel {
   [[nodiscard]] bool barrier_poisoned() const noexcept;
 
  private:
-  void run_barrier(const BarrierGroup& group, const BarrierOptions& options);
+  /// Runs a barrier of `group`, or of every rank when it is null (that group is made once).
+  void run_barrier(const BarrierGroup* group, const BarrierOptions& options);
 
   std::unique_ptr<detail::RdmaBarrier> barrier_;
   BarrierAlgorithm algorithm_;
