@@ -3,6 +3,7 @@
 #include "channel/channel_core.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -35,23 +36,95 @@ WorkCompletion retired_completion(std::uint64_t wr_id, SendOpcode opcode, std::u
   return WorkCompletion(wc);
 }
 
+/// The slot ring's size: a power of two (the slot is wr_id & mask), at least as many as can be
+/// outstanding at once (the channel's own flush writes count in the send queue: they wait for
+/// room like any other request).
+std::size_t ring_size(const QueuePairSettings& settings) {
+  const std::size_t outstanding =
+      std::size_t{settings.max_send_wr.value()} + settings.max_recv_wr.value();
+  return std::bit_ceil(std::max<std::size_t>(outstanding, 2));
+}
+
 }  // namespace
 
 ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts)
-    : qp_(std::move(qp)), cq_(std::move(cq)), timeouts_(timeouts) {}
+    : qp_(std::move(qp)),
+      cq_(std::move(cq)),
+      timeouts_(timeouts),
+      slots_(ring_size(qp_.settings())),
+      slot_mask_(slots_.size() - 1),
+      send_queue_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)) {}
+
+ChannelCore::Slot* ChannelCore::find(std::uint64_t wr_id) noexcept {
+  Slot& slot = slots_[wr_id & slot_mask_];
+  if (slot.state != State::free && slot.wr_id == wr_id) return &slot;
+  if (overflow_.empty()) return nullptr;
+  const auto it = overflow_.find(wr_id);
+  return it == overflow_.end() ? nullptr : &it->second;
+}
+
+void ChannelCore::release(Slot* slot, std::uint64_t wr_id) {
+  if (slot == &slots_[wr_id & slot_mask_]) {
+    slot->state = State::free;
+  } else {
+    overflow_.erase(wr_id);
+  }
+}
+
+void ChannelCore::spill(Slot& slot) {
+  // Only a request posted a whole ring of wr_ids ago is still in the slot: one that waits long
+  // (a receive for a message that comes late) or whose completion nobody has taken yet.
+  if (!overflow_.emplace(slot.wr_id, slot).second) {
+    throw Error(ErrorKind::state, "Channel", EINVAL,
+                "wr_id " + std::to_string(slot.wr_id) + " is tracked twice",
+                "this is a bug in ibverbs-cpp: please report it");
+  }
+  slot.state = State::free;
+}
+
+ChannelCore::Slot& ChannelCore::occupy(std::uint64_t wr_id, State state, bool signaled,
+                                       bool orphaned) {
+  Slot& slot = slots_[wr_id & slot_mask_];
+  if (slot.state != State::free) [[unlikely]] {
+    // wr_ids are assigned once, in increasing order: the occupant must be an older request.
+    if (slot.wr_id >= wr_id) {
+      throw Error(ErrorKind::state, "Channel", EINVAL,
+                  "wr_id " + std::to_string(wr_id) + " is already in use (by wr_id " +
+                      std::to_string(slot.wr_id) + ")",
+                  "this is a bug in ibverbs-cpp: please report it");
+    }
+    spill(slot);
+  }
+  slot.wr_id = wr_id;
+  slot.state = state;
+  slot.signaled = signaled;
+  slot.orphaned = orphaned;
+  return slot;
+}
 
 std::uint64_t ChannelCore::post_receive(std::span<const ScatterElement> into) {
   const std::uint64_t id = next_wr_id_++;
   wait_for_room(Queue::receive);
   qp_.post_receive(id, into);
-  outstanding_.emplace(id, Queue::receive);
+  occupy(id, State::receive, true, false);
   ++in_flight_receive_;
   return id;
 }
 
-void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode) {
-  outstanding_.emplace(wr_id, Queue::send);
-  send_queue_.push_back({wr_id, signaled, opcode});
+void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned) {
+  if (send_count_ >= send_queue_.size()) [[unlikely]] {
+    // wait_for_room() keeps it below max_send_wr before every post.
+    throw Error(ErrorKind::state, "Channel::post", EINVAL,
+                "more send-queue requests in flight than max_send_wr (" +
+                    std::to_string(send_queue_.size()) + ")",
+                "this is a bug in ibverbs-cpp: please report it");
+  }
+  occupy(wr_id, State::send, signaled, orphaned);
+  std::size_t tail = send_head_ + send_count_;
+  if (tail >= send_queue_.size()) tail -= send_queue_.size();
+  send_queue_[tail] = {wr_id, signaled, opcode};
+  ++send_count_;
+  if (signaled) last_signaled_ = wr_id;
   unsignaled_run_ = signaled ? 0 : unsignaled_run_ + 1;
 }
 
@@ -63,7 +136,7 @@ void ChannelCore::wait_for_room(Queue queue) {
   const bool send = queue == Queue::send;
   const std::uint32_t capacity =
       send ? qp_.settings().max_send_wr.value() : qp_.settings().max_recv_wr.value();
-  auto in_flight = [&] { return send ? send_queue_.size() : std::size_t{in_flight_receive_}; };
+  auto in_flight = [&] { return send ? send_count_ : std::size_t{in_flight_receive_}; };
   if (in_flight() < capacity) return;
   // A full send queue holds a signaled request (must_signal() sees to it): its completion
   // retires those before it and makes room.
@@ -83,68 +156,70 @@ void ChannelCore::wait_for_room(Queue queue) {
 }
 
 void ChannelCore::ensure_retirement(std::uint64_t wr_id) {
-  bool after = false;  // whether a signaled request follows wr_id in the send queue
-  bool found = false;
-  for (const auto& slot : send_queue_) {
-    if (slot.wr_id == wr_id) {
-      if (slot.signaled) return;  // it will complete by itself
-      found = true;
-    } else if (found && slot.signaled) {
-      after = true;
-      break;
-    }
-  }
-  if (!found || after) return;
-  wait_for_room(Queue::send);  // may poll, and retire wr_id on the way
-  if (!outstanding_.contains(wr_id)) return;
+  const Slot* slot = find(wr_id);
+  if (slot == nullptr || slot->state != State::send) return;  // completed, or a receive
+  if (slot->signaled) return;                                 // it will complete by itself
+  if (last_signaled_ > wr_id) return;  // a signaled request after it retires it
+  wait_for_room(Queue::send);          // may poll, and retire wr_id on the way
+  slot = find(wr_id);
+  if (slot == nullptr || slot->state != State::send) return;
   // A zero-length RDMA write needs no remote address or key (IBTA C9-88); its completion
   // retires every request before it. Its own completion is discarded.
   const std::uint64_t flush = next_wr_id_++;
   SendRequest request = SendRequest::write(flush, {}, RemoteMemoryRegion(0, 0, 0));
   qp_.post_send(request);
-  track_send(flush, true, SendOpcode::rdma_write);
-  orphans_.insert(flush);
+  track_send(flush, true, SendOpcode::rdma_write, true);
 }
 
-void ChannelCore::finish(std::uint64_t wr_id, Queue queue, const WorkCompletion& completion) {
-  if (queue == Queue::receive) --in_flight_receive_;
-  outstanding_.erase(wr_id);
-  if (orphans_.erase(wr_id) > 0) {
+void ChannelCore::finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion) {
+  if (slot.state == State::receive) --in_flight_receive_;
+  if (slot.orphaned) {
+    release(&slot, wr_id);
     if (!completion.ok()) {
       std::fprintf(stderr, "ibverbs-cpp: Channel: orphaned request failed: %s\n",
                    completion.to_string().c_str());
     }
     return;
   }
-  arrived_.emplace(wr_id, completion);
+  slot.state = State::arrived;
+  slot.completion = completion;
 }
 
 void ChannelCore::retire_before(std::uint64_t wr_id, std::uint32_t qp_number) {
-  if (std::ranges::find(send_queue_, wr_id, &SendSlot::wr_id) == send_queue_.end()) return;
-  while (!send_queue_.empty() && send_queue_.front().wr_id != wr_id) {
-    const SendSlot slot = send_queue_.front();
-    send_queue_.pop_front();
+  // The send queue is in posting order, so in increasing wr_id order.
+  if (send_count_ == 0 || wr_id < send_queue_[send_head_].wr_id) return;  // retired already
+  while (send_count_ > 0) {
+    const SendEntry entry = send_queue_[send_head_];
+    if (entry.wr_id > wr_id) break;
+    if (++send_head_ == send_queue_.size()) send_head_ = 0;
+    --send_count_;
+    if (entry.wr_id == wr_id) break;
     // Requests before a completed one completed too (in order). A failed one reports itself,
     // so before the first failure these succeeded; after it, the QP flushed them.
-    finish(slot.wr_id, Queue::send,
-           retired_completion(slot.wr_id, slot.opcode, qp_number, send_failed_));
+    Slot* slot = find(entry.wr_id);
+    if (slot == nullptr || slot->state != State::send) [[unlikely]] {
+      throw Error(ErrorKind::state, "Channel", EINVAL,
+                  "send-queue wr_id " + std::to_string(entry.wr_id) + " is not outstanding",
+                  "this is a bug in ibverbs-cpp: please report it");
+    }
+    finish(*slot, entry.wr_id,
+           retired_completion(entry.wr_id, entry.opcode, qp_number, send_failed_));
   }
-  if (!send_queue_.empty()) send_queue_.pop_front();  // wr_id itself
 }
 
 void ChannelCore::accept(const WorkCompletion& completion) {
-  const auto it = outstanding_.find(completion.wr_id());
-  if (it == outstanding_.end()) {
+  const std::uint64_t wr_id = completion.wr_id();
+  Slot* slot = find(wr_id);
+  if (slot == nullptr || (slot->state != State::send && slot->state != State::receive)) {
     std::fprintf(stderr, "ibverbs-cpp: Channel: completion for unknown %s\n",
                  completion.to_string().c_str());
     return;
   }
-  const Queue queue = it->second;
-  if (queue == Queue::send) {
-    retire_before(completion.wr_id(), completion.qp_number());
+  if (slot->state == State::send) {
+    retire_before(wr_id, completion.qp_number());  // touches other slots only
     if (!completion.ok()) send_failed_ = true;
   }
-  finish(completion.wr_id(), queue, completion);
+  finish(*slot, wr_id, completion);
 }
 
 std::size_t ChannelCore::poll_once() {
@@ -153,35 +228,55 @@ std::size_t ChannelCore::poll_once() {
   return polled.size();
 }
 
-std::optional<WorkCompletion> ChannelCore::take(std::uint64_t wr_id) {
-  auto it = arrived_.find(wr_id);
-  if (it == arrived_.end()) {
-    const auto pending = outstanding_.find(wr_id);
-    if (pending == outstanding_.end()) return std::nullopt;  // handed out already, or unknown
-    if (pending->second == Queue::send) ensure_retirement(wr_id);
+std::optional<WorkCompletion> ChannelCore::try_take(std::uint64_t wr_id, bool& tracked) {
+  Slot* slot = find(wr_id);
+  tracked = slot != nullptr && !slot->orphaned;
+  if (!tracked) return std::nullopt;  // handed out already, or unknown
+  if (slot->state != State::arrived) {
+    // A signaled request completes by itself; an unsignaled one may need a flush write.
+    if (slot->state == State::send && !slot->signaled) ensure_retirement(wr_id);
     poll_once();
-    it = arrived_.find(wr_id);
-    if (it == arrived_.end()) return std::nullopt;
+    slot = find(wr_id);  // ensure_retirement may have moved it
+    if (slot == nullptr || slot->state != State::arrived) return std::nullopt;
   }
-  const WorkCompletion completion = it->second;
-  arrived_.erase(it);
+  const WorkCompletion completion = slot->completion;
+  release(slot, wr_id);
+  tracked = false;
   return completion;
+}
+
+std::optional<WorkCompletion> ChannelCore::take(std::uint64_t wr_id) {
+  bool tracked = false;
+  return try_take(wr_id, tracked);
 }
 
 std::optional<WorkCompletion> ChannelCore::wait(std::uint64_t wr_id,
                                                 std::chrono::nanoseconds timeout) {
+  // Once before reading the clock: a blocking request has often completed by the first poll.
+  bool tracked = false;
+  if (auto completion = try_take(wr_id, tracked)) return completion;
+  if (!tracked || timeout <= std::chrono::nanoseconds::zero()) return std::nullopt;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    if (auto completion = take(wr_id)) return completion;
-    if (!outstanding_.contains(wr_id) || std::chrono::steady_clock::now() >= deadline) {
+  // The clock is read every few dozen empty polls (a poll costs far less than the timeouts'
+  // millisecond granularity).
+  constexpr unsigned kPollsPerClockRead = 32;
+  for (unsigned polls = 1;; ++polls) {
+    if (auto completion = try_take(wr_id, tracked)) return completion;
+    if (!tracked) return std::nullopt;
+    if (polls % kPollsPerClockRead == 0 && std::chrono::steady_clock::now() >= deadline) {
       return std::nullopt;
     }
   }
 }
 
 void ChannelCore::orphan(std::uint64_t wr_id) {
-  if (arrived_.erase(wr_id) > 0) return;  // it had completed: nothing left in flight
-  if (outstanding_.contains(wr_id)) orphans_.insert(wr_id);
+  Slot* slot = find(wr_id);
+  if (slot == nullptr) return;
+  if (slot->state == State::arrived) {
+    release(slot, wr_id);  // it had completed: nothing left in flight
+  } else {
+    slot->orphaned = true;
+  }
 }
 
 }  // namespace ibv::detail

@@ -1,17 +1,17 @@
 // Private: the state a Channel shares with its PendingWork handles and scopes: the queue pair,
 // its completion queue, wr_id allocation, the cache of completions that arrived for other
 // requests than the one awaited, send-queue accounting (signaled and unsignaled requests in
-// posting order), and orphaned requests.
+// posting order), and orphaned requests. All of it lives in arrays allocated when the channel
+// is built: posting, accepting a completion and taking it allocate nothing.
 #pragma once
 
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
+#include <vector>
 
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/post_options.hpp"
@@ -36,7 +36,7 @@ class ChannelCore {
     const bool signaled = options.signaled || must_signal();
     if (!signaled) request.unsignaled();
     qp_.post_send(request);
-    track_send(id, signaled, request.opcode());
+    track_send(id, signaled, request.opcode(), false);
     return id;
   }
   /// Posts a receive into `into` under a fresh wr_id. Returns the wr_id.
@@ -55,11 +55,38 @@ class ChannelCore {
 
  private:
   enum class Queue : std::uint8_t { send, receive };
-  struct SendSlot {
+  enum class State : std::uint8_t {
+    free,     // nothing (or a request handed out / discarded)
+    send,     // a send-queue request posted, not completed
+    receive,  // a receive posted, not completed
+    arrived,  // completed, its completion not handed out yet
+  };
+  /// One request the channel tracks, from posting until its completion is handed out (or,
+  /// orphaned, discarded).
+  struct Slot {
+    std::uint64_t wr_id = 0;
+    State state = State::free;
+    bool orphaned = false;      // its completion is discarded (a failure is logged)
+    bool signaled = false;      // a send-queue request posted signaled
+    WorkCompletion completion;  // when arrived
+  };
+  /// A send-queue request not retired yet, in posting order.
+  struct SendEntry {
     std::uint64_t wr_id;
     bool signaled;
     SendOpcode opcode;
   };
+
+  /// The slot of `wr_id` while the channel tracks it (outstanding, arrived or orphaned), else
+  /// null: handed out already, or never posted.
+  Slot* find(std::uint64_t wr_id) noexcept;
+  /// Frees `slot` (the slot of `wr_id`).
+  void release(Slot* slot, std::uint64_t wr_id);
+  /// Takes the ring slot of the fresh `wr_id` into use as `state`.
+  Slot& occupy(std::uint64_t wr_id, State state, bool signaled, bool orphaned);
+  /// Moves the request in ring slot `slot` out to overflow_ (rare: it was posted a whole ring
+  /// ago and is still outstanding, or its completion has not been taken).
+  void spill(Slot& slot);
 
   /// Polls one batch from the CQ into the cache; returns how many arrived.
   std::size_t poll_once();
@@ -67,23 +94,34 @@ class ChannelCore {
   void accept(const WorkCompletion& completion);
   /// Retires the unsignaled requests posted before the send-queue request `wr_id`.
   void retire_before(std::uint64_t wr_id, std::uint32_t qp_number);
-  void finish(std::uint64_t wr_id, Queue queue, const WorkCompletion& completion);
-  void track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode);
+  void finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion);
+  void track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned);
   void wait_for_room(Queue queue);
   /// Whether the next send must be signaled so that the send queue keeps being retired.
   [[nodiscard]] bool must_signal() const noexcept;
   /// If `wr_id` is an unsignaled request with nothing signaled after it, posts a zero-length
   /// signaled RDMA write whose completion retires it.
   void ensure_retirement(std::uint64_t wr_id);
+  /// take() that also says whether `wr_id` is still tracked (false: handed out, or unknown).
+  std::optional<WorkCompletion> try_take(std::uint64_t wr_id, bool& tracked);
 
   QueuePair qp_;
   CompletionQueue cq_;
   ChannelTimeouts timeouts_;
   std::uint64_t next_wr_id_ = 1;
-  std::unordered_map<std::uint64_t, Queue> outstanding_;       // posted, not completed
-  std::unordered_map<std::uint64_t, WorkCompletion> arrived_;  // completed, not handed out
-  std::unordered_set<std::uint64_t> orphans_;                  // completions to discard
-  std::deque<SendSlot> send_queue_;   // send-queue requests in posting order, not retired
+  // Every request the channel tracks, in the slot wr_id & slot_mask_ (wr_ids are consecutive,
+  // so the requests of the last slots_.size() wr_ids never share a slot). The ring holds at
+  // least max_send_wr + max_recv_wr slots, as many as can be outstanding at once; a request
+  // still tracked when its slot comes round again moves to overflow_.
+  std::vector<Slot> slots_;
+  std::uint64_t slot_mask_ = 0;
+  std::unordered_map<std::uint64_t, Slot> overflow_;  // tracked requests moved out of the ring
+  // Send-queue requests in posting order, not retired: a ring of max_send_wr entries (posting
+  // waits for room in the send queue, so no more are ever outstanding).
+  std::vector<SendEntry> send_queue_;
+  std::size_t send_head_ = 0;         // index of the oldest
+  std::size_t send_count_ = 0;        // how many
+  std::uint64_t last_signaled_ = 0;   // wr_id of the last signaled send-queue request posted
   std::uint32_t unsignaled_run_ = 0;  // unsignaled requests posted since the last signaled one
   bool send_failed_ = false;          // a send-queue request failed: the QP is in error
   std::uint32_t in_flight_receive_ = 0;

@@ -87,7 +87,17 @@ ScopeError::ScopeError(std::string_view operation, std::exception_ptr body_error
 namespace detail {
 
 PendingWork& ScopeWork::keep(PendingWork work, std::optional<std::uint32_t> peer) {
-  return work_.emplace_back(Kept{std::move(work), peer}).work;
+  if (inline_count_ < kInline) {
+    return inline_[inline_count_++].emplace(Kept{std::move(work), peer}).work;
+  }
+  if (!spilled_) spilled_ = std::make_unique<std::deque<Kept>>();
+  return spilled_->emplace_back(Kept{std::move(work), peer}).work;
+}
+
+void ScopeWork::clear() noexcept {
+  for (std::size_t i = 0; i < inline_count_; ++i) inline_[i].reset();
+  inline_count_ = 0;
+  spilled_.reset();
 }
 
 std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanoseconds timeout,
@@ -104,20 +114,22 @@ std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanosec
   return std::nullopt;
 }
 
-void ScopeWork::drain(DrainResult& result) {
-  for (auto& kept : work_) {
+void ScopeWork::drain(DrainResult& result, bool note_unpolled) {
+  for_each([&](Kept& kept) {
     // a request the caller saw complete: its outcome is the caller's business
-    if (kept.work.is_complete()) continue;
-    result.unpolled.push_back(kept.work.wr_id());
-    result.unpolled_peers.push_back(kept.peer);
+    if (kept.work.is_complete()) return;
+    if (note_unpolled) {
+      result.unpolled.push_back(kept.work.wr_id());
+      result.unpolled_peers.push_back(kept.peer);
+    }
     (void)settle(kept, kept.work.operation_timeout(), result);
-  }
-  work_.clear();  // every handle is settled or orphaned: their destructors do not wait
+  });
+  clear();  // every handle is settled or orphaned: their destructors do not wait
 }
 
 void ScopeWork::finish(std::string_view operation, const std::exception_ptr& body_error) {
   DrainResult result;  // unpolled requests are normal here: the scope waits for them
-  drain(result);
+  drain(result, false);
   if (result.failed.empty() && result.timed_out.empty()) {
     if (body_error) std::rethrow_exception(body_error);
     return;
@@ -153,15 +165,15 @@ std::vector<WorkCompletion> ScopeWork::complete_all(std::string_view operation,
                                                     std::chrono::nanoseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<WorkCompletion> completions;
-  completions.reserve(work_.size());
+  completions.reserve(size());
   DrainResult result;
-  for (auto& kept : work_) {
+  for_each([&](Kept& kept) {
     const auto left =
         std::max(std::chrono::nanoseconds(0),
                  std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
     if (auto completion = settle(kept, left, result)) completions.push_back(*completion);
-  }
-  work_.clear();
+  });
+  clear();
   if (!result.failed.empty() || !result.timed_out.empty()) {
     throw_scope_error(operation, nullptr, result);
   }

@@ -79,6 +79,16 @@ void post_receives(const detail::QueuePairCore& core, std::span<ReceiveRequest> 
   post_linked(requests, core.qp.get(), ibv_post_recv, "ibv_post_recv");
 }
 
+// Throws the invalid-argument error of a send-queue request that failed a check: off the hot
+// path, so that the checks themselves never format (the reason is only built when it throws).
+[[noreturn, gnu::cold, gnu::noinline]] void reject_send(const SendRequest& request,
+                                                        const std::string& reason) {
+  throw_invalid_argument(
+      "QueuePair::post_send",
+      std::string(to_string(request.opcode())) + " wr_id " + std::to_string(request.wr_id()),
+      reason);
+}
+
 }  // namespace
 
 void detail::QueuePairDestroyer::operator()(ibv_qp* qp) const noexcept {
@@ -378,37 +388,32 @@ std::string QueuePair::query_state() const {
 }
 
 void QueuePair::check(const SendRequest& request) const {
-  constexpr std::string_view op = "QueuePair::post_send";
+  // Compare only: the description of the request is built when one of these throws (every
+  // request is checked on the post path, so nothing here may allocate or format).
   const auto& s = core_->settings;
-  const std::string what =
-      std::string(to_string(request.opcode())) + " wr_id " + std::to_string(request.wr_id());
   if (request.element_count() > s.max_send_sge.value()) {
-    throw_invalid_argument(op, what,
-                           "has " + std::to_string(request.element_count()) +
-                               " elements, more than the QP's max_send_sge of " +
-                               std::to_string(s.max_send_sge.value()));
+    reject_send(request, "has " + std::to_string(request.element_count()) +
+                             " elements, more than the QP's max_send_sge of " +
+                             std::to_string(s.max_send_sge.value()));
   }
   if (request.byte_length() > core_->port.max_message_size) {
-    throw_invalid_argument(op, what,
-                           "moves " + std::to_string(request.byte_length()) +
-                               " bytes, more than the port's max message size of " +
-                               std::to_string(core_->port.max_message_size));
+    reject_send(request, "moves " + std::to_string(request.byte_length()) +
+                             " bytes, more than the port's max message size of " +
+                             std::to_string(core_->port.max_message_size));
   }
   if (request.is_inline()) {
     if (request.opcode() == SendOpcode::rdma_read) {
-      throw_invalid_argument(op, what, "is an RDMA read, which can not be inline");
+      reject_send(request, "is an RDMA read, which can not be inline");
     }
     if (request.byte_length() > core_->max_inline_data) {
-      throw_invalid_argument(op, what,
-                             "has " + std::to_string(request.byte_length()) +
-                                 " inline bytes, more than the QP's max_inline_data of " +
-                                 std::to_string(core_->max_inline_data));
+      reject_send(request, "has " + std::to_string(request.byte_length()) +
+                               " inline bytes, more than the QP's max_inline_data of " +
+                               std::to_string(core_->max_inline_data));
     }
   }
   if (const auto& remote = request.remote(); remote && request.byte_length() > remote->length()) {
-    throw_invalid_argument(op, what,
-                           "moves " + std::to_string(request.byte_length()) +
-                               " bytes, more than its " + remote->to_string() + " holds");
+    reject_send(request, "moves " + std::to_string(request.byte_length()) +
+                             " bytes, more than its " + remote->to_string() + " holds");
   }
 }
 

@@ -307,6 +307,32 @@ TEST_F(ChannelScoped, SendReceiveWriteAndReadReturnTheBodysValue) {
   EXPECT_TRUE(same_bytes(a_bytes(0, 4000), b_bytes(0, 4000)));
 }
 
+// A scope keeps its first requests in place and the rest elsewhere: the references it hands out
+// stay valid as it grows past that, and each refers to its own request.
+TEST_F(ChannelScoped, ReferencesStayValidAsTheScopeGrows) {
+  constexpr std::size_t kCount = 30;
+  fill_pattern(a_bytes(0, kCount * 100), 36);
+  const std::size_t waited = a->scope([&](ChannelScope& scope) {
+    std::vector<PendingWork*> posted;
+    std::vector<std::uint64_t> ids;
+    for (std::size_t i = 0; i < kCount; ++i) {
+      posted.push_back(&scope.post_write(gather_a(i * 100, 100), remote_b(i * 100, 100),
+                                         {.signaled = i % 2 == 0}));
+      ids.push_back(posted.back()->wr_id());
+      EXPECT_EQ(scope.size(), i + 1);
+    }
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < kCount; i += 3) {  // some, in the inline part and after it
+      EXPECT_EQ(posted[i]->wr_id(), ids[i]);
+      EXPECT_EQ(posted[i]->wait().wr_id(), ids[i]);
+      ++count;
+    }
+    return count;
+  });
+  EXPECT_EQ(waited, 10U);
+  EXPECT_TRUE(same_bytes(a_bytes(0, kCount * 100), b_bytes(0, kCount * 100)));
+}
+
 // Nothing is awaited in the bodies: the receives are filled once the scopes return.
 TEST_F(ChannelScoped, ImmediateFormsLeftToTheScopeAreDoneWhenItReturns) {
   fill_pattern(a_bytes(0, 3000), 12);
@@ -877,6 +903,118 @@ TEST_F(ChannelManualScope, DestroyedWithUnpolledWorkWaitsAndReportsABug) {
   EXPECT_NE(log.find("BUG"), std::string::npos) << log;
   EXPECT_NE(log.find("left unpolled"), std::string::npos) << log;
   EXPECT_TRUE(std::ranges::equal(a_bytes(0, 128), b_bytes(0, 128)));
+}
+
+// --- the channel's slot ring: wr_ids wrap around it many times ------------------------------
+// The channel tracks each request in a ring of slots (at least max_send_wr + max_recv_wr, a
+// power of two: 8 here), indexed by wr_id. Requests that outlive a whole ring of later wr_ids
+// (a receive whose message comes late, completions nobody has taken yet, orphans) must keep
+// their own completion, delivered once.
+
+class ChannelSlotRing : public ChannelTest {
+ protected:
+  static QueuePairSettings small_queues() {
+    QueuePairSettings settings = default_settings();
+    settings.max_send_wr = QueueDepth(4);
+    settings.max_recv_wr = QueueDepth(4);
+    return settings;
+  }
+};
+
+TEST_F(ChannelSlotRing, WrIdsWrapAroundManyTimesAndEachRequestGetsItsOwnCompletion) {
+  connect(small_queues());
+  std::uint64_t last_id = 0;
+  for (std::size_t i = 0; i < 100; ++i) {  // 4 requests an iteration: 50 times round the ring
+    SCOPED_TRACE("iteration " + std::to_string(i));
+    const std::size_t length = 1 + (i % 200);
+    fill_pattern(a_bytes(0, length), static_cast<unsigned>(i));
+    auto receive = b->post_receive(scatter_b(0, 4096));
+    EXPECT_GT(receive.wr_id(), last_id);
+    last_id = receive.wr_id();
+    auto unsignaled =
+        a->post_write(gather_a(0, length), remote_b(8192, length), {.signaled = false});
+    EXPECT_TRUE(a->send(gather_a(0, length)).ok());
+    const auto got = receive.wait();
+    EXPECT_EQ(got.wr_id(), receive.wr_id());
+    EXPECT_EQ(got.byte_length(), length);
+    EXPECT_TRUE(same_bytes(a_bytes(0, length), b_bytes(0, length)));
+    const auto retired = unsignaled.poll();  // retired by the signaled send after it
+    ASSERT_TRUE(retired.has_value());
+    EXPECT_EQ(retired->wr_id(), unsignaled.wr_id());
+    EXPECT_TRUE(same_bytes(a_bytes(0, length), b_bytes(8192, length)));
+    EXPECT_TRUE(b->write(gather_b(0, length), remote_a(16384, length)).ok());
+  }
+}
+
+TEST_F(ChannelSlotRing, AReceivePostedLongBeforeItsMessageGetsItsOwnCompletion) {
+  connect(small_queues());
+  auto early = b->post_receive(scatter_b(0, 4096));
+  // 60 requests on b while the receive waits: its slot comes round many times.
+  fill_pattern(b_bytes(8192, 256), 30);
+  for (std::size_t i = 0; i < 30; ++i) {
+    EXPECT_TRUE(b->write(gather_b(8192, 256), remote_a(i * 256, 256)).ok());
+    auto unsignaled =
+        b->post_write(gather_b(8192, 256), remote_a(i * 256, 256), {.signaled = false});
+    EXPECT_TRUE(unsignaled.wait().ok());  // needs the channel's own flush write
+  }
+  EXPECT_FALSE(early.poll().has_value());
+  fill_pattern(a_bytes(16384, 333), 31);
+  EXPECT_TRUE(a->send(gather_a(16384, 333)).ok());
+  const auto got = early.wait();
+  EXPECT_EQ(got.wr_id(), early.wr_id());
+  EXPECT_EQ(got.opcode(), WorkOpcode::receive);
+  EXPECT_EQ(got.byte_length(), 333U);
+  EXPECT_TRUE(same_bytes(a_bytes(16384, 333), b_bytes(0, 333)));
+  EXPECT_TRUE(same_bytes(b_bytes(8192, 256), a_bytes(std::size_t{29} * 256, 256)));
+}
+
+TEST_F(ChannelSlotRing, AnOrphanedReceiveThatCompletesAfterWrapAroundIsDiscarded) {
+  connect(small_queues());
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::timeout, [&] { (void)b->receive(scatter_b(0, 4096), 50ms); }, {"receive"}));
+  fill_pattern(b_bytes(8192, 64), 32);
+  for (std::size_t i = 0; i < 40; ++i) {  // 40 wr_ids: five times round the ring
+    EXPECT_TRUE(b->write(gather_b(8192, 64), remote_a(i * 64, 64)).ok());
+  }
+  // The orphaned receive takes the next message; its completion is discarded.
+  fill_pattern(a_bytes(16384, 1000), 33);
+  EXPECT_TRUE(a->send(gather_a(16384, 1000)).ok());
+  auto receive = b->post_receive(scatter_b(40000, 4096));
+  fill_pattern(a_bytes(20000, 700), 34);
+  EXPECT_TRUE(a->send(gather_a(20000, 700)).ok());
+  const auto got = receive.wait();
+  EXPECT_EQ(got.wr_id(), receive.wr_id());
+  EXPECT_EQ(got.byte_length(), 700U);
+  EXPECT_TRUE(same_bytes(a_bytes(20000, 700), b_bytes(40000, 700)));
+  EXPECT_TRUE(same_bytes(a_bytes(16384, 1000), b_bytes(0, 1000)));
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(log.find("unknown"), std::string::npos) << log;
+}
+
+TEST_F(ChannelSlotRing, CompletionsLeftUntakenPastTheRingAreEachDeliveredOnce) {
+  connect(small_queues());
+  constexpr std::size_t kCount = 40;  // five rings' worth, held unpolled
+  fill_pattern(a_bytes(0, kCount * 64), 35);
+  std::vector<PendingWork> work;
+  work.reserve(kCount);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    work.push_back(
+        a->post_write(gather_a(i * 64, 64), remote_b(i * 64, 64), {.signaled = i % 3 != 0}));
+  }
+  std::set<std::uint64_t> ids;
+  for (std::size_t i = kCount; i-- > 0;) {  // newest first
+    SCOPED_TRACE("request " + std::to_string(i));
+    const auto completion = work[i].wait();
+    EXPECT_EQ(completion.wr_id(), work[i].wr_id());
+    EXPECT_EQ(completion.opcode(), WorkOpcode::rdma_write);
+    EXPECT_TRUE(ids.insert(completion.wr_id()).second);
+  }
+  EXPECT_EQ(ids.size(), kCount);
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, kCount * 64), b_bytes(0, kCount * 64)));
+  // Nothing left over: the next request gets its own completion.
+  auto next = a->post_write(gather_a(0, 8), remote_b(kSize - 8, 8));
+  EXPECT_EQ(next.wait().wr_id(), next.wr_id());
 }
 
 // --- builder

@@ -3,6 +3,7 @@
 // is a bug; and ScopeError, what went wrong in a scope.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -74,18 +75,20 @@ class ScopeWork {
   ScopeWork& operator=(const ScopeWork&) = delete;
   ScopeWork(ScopeWork&&) = delete;
   ScopeWork& operator=(ScopeWork&&) = delete;
-  ~ScopeWork() = default;
+  ~ScopeWork() { clear(); }  // in posting order, as the requests were kept
 
   /// Keeps `work` (posted to `peer`, if on a MultiChannel) until the scope ends; the reference
   /// stays valid until then.
   PendingWork& keep(PendingWork work, std::optional<std::uint32_t> peer = {});
-  [[nodiscard]] std::size_t size() const noexcept { return work_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept {
+    return inline_count_ + (spilled_ ? spilled_->size() : 0);
+  }
 
   /// Waits for every request not yet seen complete (each at most its channel's operation
   /// timeout) and records into `result` what it found, filled as it goes, so a throw midway
-  /// keeps what was found. Requests that did not complete in time are orphaned. Afterwards
-  /// nothing is kept.
-  void drain(DrainResult& result);
+  /// keeps what was found (the requests not seen complete only if `note_unpolled`). Requests
+  /// that did not complete in time are orphaned. Afterwards nothing is kept.
+  void drain(DrainResult& result, bool note_unpolled = true);
   /// The end of a scope with a body: drains, then throws ScopeError if any request failed or
   /// timed out, or rethrows `body_error` if only the body failed.
   void finish(std::string_view operation, const std::exception_ptr& body_error);
@@ -110,7 +113,23 @@ class ScopeWork {
   /// request), in `result`. The completion if it arrived and succeeded.
   static std::optional<WorkCompletion> settle(Kept& kept, std::chrono::nanoseconds timeout,
                                               DrainResult& result);
-  std::deque<Kept> work_;  // a deque: references stay valid as it grows
+  /// Calls `visit(kept)` for every request kept, in posting order.
+  template <typename Visit>
+  void for_each(Visit&& visit) {
+    for (std::size_t i = 0; i < inline_count_; ++i) visit(*inline_[i]);
+    if (spilled_) {
+      for (auto& kept : *spilled_) visit(kept);
+    }
+  }
+  /// Forgets every request kept (their destructors run: settled handles do not wait).
+  void clear() noexcept;
+
+  // The first kInline requests are kept in place (a small scope allocates nothing), the rest
+  // in a deque made when needed: references to either stay valid as more are kept.
+  static constexpr std::size_t kInline = 8;
+  std::array<std::optional<Kept>, kInline> inline_;
+  std::size_t inline_count_ = 0;
+  std::unique_ptr<std::deque<Kept>> spilled_;
 };
 
 /// Runs `body(scope)`, then `scope.finish(exception of the body or null)`, which waits for the
