@@ -1,0 +1,419 @@
+// The ibvcpp command-line tool (tools/ibvcpp) on a real device: its errors and exit statuses
+// (unknown device 3, no server 4, TCP port in use 4, a size over the limit 2, settings that
+// differ 2 on both sides), `devices`, and a short real run of each of the six perf tests,
+// server and client on the test device over 127.0.0.1, with the JSON report checked.
+//
+// The binary is looked up next to this test binary (build/<preset>/bin); the tests skip when it
+// was not built (IBV_BUILD_TOOLS=OFF). Every process runs under a hard timeout.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "device_fixture.hpp"
+
+extern char** environ;  // NOLINT(readability-redundant-declaration): for posix_spawn
+
+namespace ibv::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kProcessTimeout = 45s;  // hard limit for each ibvcpp process
+constexpr auto kListenTimeout = 15s;   // for a server to set up and listen
+
+/// A fresh directory for the logs, removed with everything in it.
+class TemporaryDirectory {
+ public:
+  TemporaryDirectory() {
+    std::string pattern = (fs::temp_directory_path() / "ibvcpp_tool.XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
+    }
+    path_ = pattern;
+  }
+  TemporaryDirectory(const TemporaryDirectory&) = delete;
+  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
+  ~TemporaryDirectory() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  [[nodiscard]] const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// An ibvcpp process: stdout and stderr to their own files. Killed and reaped by the
+/// destructor if it still runs.
+class Tool {
+ public:
+  Tool(std::vector<std::string> argv, const fs::path& logs, const std::string& name)
+      : argv_(std::move(argv)),
+        out_(logs / (name + ".out")),
+        err_(logs / (name + ".err")),
+        started_(Clock::now()) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<char*> args;
+    for (auto& arg : argv_) args.push_back(arg.data());
+    args.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, args.front(), &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      pid_ = -1;
+      spawn_error_ = "posix_spawn failed: " + std::string(std::strerror(rc));
+    }
+  }
+  Tool(const Tool&) = delete;
+  Tool& operator=(const Tool&) = delete;
+  ~Tool() {
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  bool running() {
+    if (pid_ <= 0 || status_) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) status_ = status;
+    return !status_;
+  }
+
+  /// The exit status once the process ended (nullopt: killed after the timeout, or a signal).
+  std::optional<int> wait() {
+    while (running()) {
+      if (Clock::now() - started_ > kProcessTimeout) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        timed_out_ = true;
+        pid_ = -1;
+        return std::nullopt;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    ended_ = Clock::now();
+    if (status_ && WIFEXITED(*status_)) return WEXITSTATUS(*status_);
+    return std::nullopt;
+  }
+
+  [[nodiscard]] std::chrono::duration<double> elapsed() const { return ended_ - started_; }
+  [[nodiscard]] std::string out() const { return read_file(out_); }
+  [[nodiscard]] std::string err() const { return read_file(err_); }
+
+  /// The command, how it ended and its output, for failure messages.
+  [[nodiscard]] std::string describe() const {
+    std::string text = "$";
+    for (const auto& arg : argv_) text += " " + arg;
+    text += "\n";
+    if (!spawn_error_.empty()) text += "  (" + spawn_error_ + ")\n";
+    if (timed_out_) text += "  (killed after " + std::to_string(kProcessTimeout.count()) + " s)\n";
+    if (status_ && WIFEXITED(*status_)) {
+      text += "  (exit status " + std::to_string(WEXITSTATUS(*status_)) + ")\n";
+    } else if (status_ && WIFSIGNALED(*status_)) {
+      text += "  (killed by signal " + std::to_string(WTERMSIG(*status_)) + ")\n";
+    }
+    return text + "  stdout:\n" + out() + "  stderr:\n" + err();
+  }
+
+ private:
+  std::vector<std::string> argv_;
+  fs::path out_;
+  fs::path err_;
+  Clock::time_point started_;
+  Clock::time_point ended_;
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+  bool timed_out_ = false;
+  std::string spawn_error_;
+};
+
+/// Whether some socket listens on TCP `port` (IPv4 or IPv6), from /proc/net/tcp{,6}.
+bool is_listening(std::uint16_t port) {
+  std::array<char, 8> suffix{};
+  std::snprintf(suffix.data(), suffix.size(), ":%04X", static_cast<unsigned>(port));
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot;
+      std::string local;
+      std::string remote;
+      std::string state;
+      fields >> slot >> local >> remote >> state;
+      if (local.ends_with(suffix.data()) && state == "0A") return true;  // 0A: LISTEN
+    }
+  }
+  return false;
+}
+
+bool contains(const std::string& text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
+
+class IbvcppTool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tool_ = fs::read_symlink("/proc/self/exe").parent_path() / "ibvcpp";
+    if (::access(tool_.c_str(), X_OK) != 0) {
+      GTEST_SKIP() << tool_ << " not found: the tool is not built (IBV_BUILD_TOOLS=OFF?)";
+    }
+    const char* device = std::getenv("IBV_TEST_DEVICE");
+    device_ = device != nullptr && *device != '\0' ? device : open_test_device().name();
+    gid_index_ = std::to_string(test_gid_index(open_device(device_)));
+  }
+
+  /// ibvcpp perf `test` (e.g. {"write", "bw"}) on the test device and TCP `port`, with `extra`
+  /// options, as client of 127.0.0.1 when `client`.
+  [[nodiscard]] std::vector<std::string> perf(const std::vector<std::string>& test,
+                                              std::uint16_t port,
+                                              const std::vector<std::string>& extra,
+                                              bool client) const {
+    std::vector<std::string> argv{tool_.string(), "perf"};
+    argv.insert(argv.end(), test.begin(), test.end());
+    for (const auto& arg : {std::string("-d"), device_, std::string("-x"), gid_index_,
+                            std::string("-p"), std::to_string(port)}) {
+      argv.push_back(arg);
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    if (client) argv.emplace_back("127.0.0.1");
+    return argv;
+  }
+
+  /// Starts a server and waits until it listens (failing the test if it does not).
+  std::unique_ptr<Tool> start_server(std::vector<std::string> argv, std::uint16_t port) {
+    EXPECT_FALSE(is_listening(port)) << "TCP port " << port << " is already in use";
+    auto server = std::make_unique<Tool>(std::move(argv), logs_.path(), "server");
+    const auto deadline = Clock::now() + kListenTimeout;
+    while (!is_listening(port) && server->running() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_TRUE(is_listening(port)) << "the server does not listen on TCP port " << port << "\n"
+                                    << server->describe();
+    return server;
+  }
+
+  fs::path tool_;
+  std::string device_;
+  std::string gid_index_;
+  TemporaryDirectory logs_;
+};
+
+// --- errors and exit statuses ----------------------------------------------------------------
+
+TEST_F(IbvcppTool, UnknownDeviceExits3NamingIt) {
+  Tool tool({tool_.string(), "perf", "write", "bw", "-d", "no_such_rdma_device"}, logs_.path(),
+            "client");
+  EXPECT_EQ(tool.wait(), 3) << tool.describe();
+  EXPECT_TRUE(contains(tool.err(), "no_such_rdma_device")) << tool.describe();
+  EXPECT_TRUE(contains(tool.err(), device_)) << "the message lists the devices that exist\n"
+                                             << tool.describe();
+}
+
+TEST_F(IbvcppTool, UnknownGidIndexExits3) {
+  Tool tool({tool_.string(), "perf", "write", "bw", "-d", device_, "-x", "999"}, logs_.path(),
+            "client");
+  EXPECT_EQ(tool.wait(), 3) << tool.describe();
+  EXPECT_TRUE(contains(tool.err(), "GID index 999")) << tool.describe();
+}
+
+TEST_F(IbvcppTool, ClientWithoutServerExits4WithinSeconds) {
+  constexpr std::uint16_t kPort = 18641;
+  ASSERT_FALSE(is_listening(kPort));
+  Tool client(perf({"write", "bw"}, kPort, {}, true), logs_.path(), "client");
+  EXPECT_EQ(client.wait(), 4) << client.describe();
+  EXPECT_LT(client.elapsed().count(), 15.0) << client.describe();
+  EXPECT_TRUE(contains(client.err(), "no ibvcpp server at 127.0.0.1:18641")) << client.describe();
+}
+
+TEST_F(IbvcppTool, ServerOnAPortInUseExits4) {
+  constexpr std::uint16_t kPort = 18642;
+  // Hold the port with a listening socket of our own.
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(kPort);
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(holder, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(::listen(holder, 1), 0);
+  Tool server(perf({"write", "bw"}, kPort, {}, false), logs_.path(), "server");
+  EXPECT_EQ(server.wait(), 4) << server.describe();
+  EXPECT_TRUE(contains(server.err(), "TCP port 18642 is in use")) << server.describe();
+  ::close(holder);
+}
+
+TEST_F(IbvcppTool, SizeOverTheLimitExits2) {
+  Tool tool(perf({"write", "bw"}, 18643, {"-s", "8388609"}, true), logs_.path(), "client");
+  EXPECT_EQ(tool.wait(), 2) << tool.describe();
+  EXPECT_TRUE(contains(tool.err(), "8388608")) << tool.describe();
+  Tool list(perf({"read", "lat"}, 18643, {"--sizes", "2,16777216"}, false), logs_.path(), "list");
+  EXPECT_EQ(list.wait(), 2) << list.describe();
+}
+
+TEST_F(IbvcppTool, SettingsMismatchExits2OnBothSides) {
+  constexpr std::uint16_t kPort = 18644;
+  auto server = start_server(perf({"write", "bw"}, kPort, {"-n", "100", "-s", "64"}, false), kPort);
+  Tool client(perf({"write", "bw"}, kPort, {"-n", "200", "-s", "64"}, true), logs_.path(),
+              "client");
+  const auto client_status = client.wait();
+  const auto server_status = server->wait();
+  const std::string both = server->describe() + client.describe();
+  EXPECT_EQ(client_status, 2) << both;
+  EXPECT_EQ(server_status, 2) << both;
+  EXPECT_TRUE(contains(client.err(), "the iterations (-n; this client has 200, the server 100)"))
+      << both;
+  EXPECT_TRUE(contains(server->err(), "the iterations (-n; this server has 100, the client 200)"))
+      << both;
+}
+
+TEST_F(IbvcppTool, DevicesListsTheTestDevice) {
+  Tool plain({tool_.string(), "devices"}, logs_.path(), "plain");
+  EXPECT_EQ(plain.wait(), 0) << plain.describe();
+  EXPECT_TRUE(contains(plain.out(), device_)) << plain.describe();
+
+  Tool verbose({tool_.string(), "devices", "-v", "--json"}, logs_.path(), "verbose");
+  ASSERT_EQ(verbose.wait(), 0) << verbose.describe();
+  const auto doc = nlohmann::json::parse(verbose.out());
+  bool found = false;
+  for (const auto& device : doc.at("devices")) {
+    if (device.at("name") != device_) continue;
+    found = true;
+    const auto& port = device.at("ports").at(0);
+    EXPECT_EQ(port.at("state"), "ACTIVE");
+    bool has_gid = false;
+    for (const auto& gid : port.at("gids")) {
+      if (std::to_string(gid.at("index").get<unsigned>()) == gid_index_) has_gid = true;
+    }
+    EXPECT_TRUE(has_gid) << "GID index " << gid_index_ << " missing: " << verbose.out();
+  }
+  EXPECT_TRUE(found) << verbose.out();
+}
+
+// --- a real run of each test -----------------------------------------------------------------
+
+struct RunCase {
+  std::string verb;
+  std::string measure;
+  std::vector<std::string> options;
+  std::vector<std::uint64_t> sizes;
+  std::uint16_t port;
+};
+
+class IbvcppToolRun : public IbvcppTool, public ::testing::WithParamInterface<RunCase> {};
+
+void check_report(const nlohmann::json& doc, const RunCase& run, const std::string& role,
+                  const std::string& device) {
+  EXPECT_EQ(doc.at("tool"), "ibvcpp");
+  EXPECT_EQ(doc.at("test"), run.verb + "_" + run.measure);
+  EXPECT_EQ(doc.at("role"), role);
+  EXPECT_EQ(doc.at("device"), device);
+  EXPECT_GE(doc.at("mtu").get<int>(), 256);
+  EXPECT_EQ(doc.at("qps"), 1);
+  const auto& results = doc.at("results");
+  ASSERT_EQ(results.size(), run.sizes.size());
+  for (std::size_t i = 0; i < run.sizes.size(); ++i) {
+    const auto& r = results[i];
+    EXPECT_EQ(r.at("bytes"), run.sizes[i]);
+    EXPECT_EQ(r.at("iterations"), 50);
+    if (run.measure == "bw") {
+      const double average = r.at("bw_avg_MBps");
+      const double peak = r.at("bw_peak_MBps");
+      EXPECT_GT(average, 0.0);
+      EXPECT_LT(average, 1e6);  // below a terabyte per second
+      if (role == "client" || run.verb != "send") {
+        EXPECT_GE(peak, average * 0.99);  // the send server computes no peak, as perftest's
+      }
+      EXPECT_GT(r.at("msg_rate_Mpps").get<double>(), 0.0);
+    } else {
+      const double t_min = r.at("t_min_us");
+      const double typical = r.at("t_typical_us");
+      const double t_max = r.at("t_max_us");
+      EXPECT_GT(t_min, 0.0);
+      EXPECT_LE(t_min, typical);
+      EXPECT_LE(typical, t_max);
+      EXPECT_LE(r.at("p99_us").get<double>(), r.at("p999_us").get<double>());
+      EXPECT_LE(t_min, r.at("t_avg_us").get<double>());
+      EXPECT_GE(r.at("t_stdev_us").get<double>(), 0.0);
+      EXPECT_LT(t_max, 1e7);  // below 10 s
+    }
+  }
+}
+
+TEST_P(IbvcppToolRun, BothSidesReportJson) {
+  const RunCase& run = GetParam();
+  std::vector<std::string> options = run.options;
+  options.insert(options.end(), {"-n", "50", "--json"});
+  auto server = start_server(perf({run.verb, run.measure}, run.port, options, false), run.port);
+  Tool client(perf({run.verb, run.measure}, run.port, options, true), logs_.path(), "client");
+  const auto client_status = client.wait();
+  const auto server_status = server->wait();
+  const std::string both =
+      "---- server ----\n" + server->describe() + "---- client ----\n" + client.describe();
+  ASSERT_EQ(client_status, 0) << both;
+  ASSERT_EQ(server_status, 0) << both;
+  for (auto* side : {&client, server.get()}) {
+    const std::string role = side == &client ? "client" : "server";
+    nlohmann::json doc;
+    ASSERT_NO_THROW(doc = nlohmann::json::parse(side->out())) << both;
+    check_report(doc, run, role, device_);
+    if (run.sizes.size() > 1) {
+      EXPECT_TRUE(contains(side->err(), "bytes done (2 of 2)")) << both;  // progress
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ibvcpp, IbvcppToolRun,
+    ::testing::Values(RunCase{"write", "bw", {"--sizes", "4096,65537"}, {4096, 65537}, 18651},
+                      RunCase{"read", "bw", {"-s", "65536", "-t", "16"}, {65536}, 18652},
+                      RunCase{"send", "bw", {"-s", "8192"}, {8192}, 18653},
+                      RunCase{"write", "lat", {"--sizes", "2,4096"}, {2, 4096}, 18654},
+                      RunCase{"send", "lat", {"-s", "64"}, {64}, 18655},
+                      RunCase{"read", "lat", {"-s", "2"}, {2}, 18656}),
+    [](const ::testing::TestParamInfo<RunCase>& test) {
+      return test.param.verb + "_" + test.param.measure;
+    });
+
+}  // namespace
+}  // namespace ibv::test

@@ -1,0 +1,300 @@
+// The ibvcpp command line: every option of `perf` and `devices`, perftest's defaults, and the
+// usage errors (exit status 2) with messages that name the option.
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ibvcpp/exit_code.hpp"
+#include "ibvcpp/options.hpp"
+
+namespace {
+
+using ibvcpp::Measure;
+using ibvcpp::PerfOptions;
+using ibvcpp::Verb;
+
+ibvcpp::Command parse(std::initializer_list<std::string_view> args) {
+  const std::vector<std::string_view> list(args);
+  return ibvcpp::parse_command_line(list);
+}
+
+PerfOptions perf(std::initializer_list<std::string_view> args) {
+  auto command = parse(args);
+  EXPECT_TRUE(std::holds_alternative<PerfOptions>(command));
+  return std::get<PerfOptions>(command);
+}
+
+/// The UsageError message of parsing `args` ("" when it parsed).
+std::string usage_error(std::initializer_list<std::string_view> args) {
+  try {
+    (void)parse(args);
+  } catch (const ibvcpp::UsageError& error) {
+    EXPECT_EQ(error.code(), ibvcpp::ExitCode::usage);
+    return error.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, std::string_view part) {
+  return text.find(part) != std::string::npos;
+}
+
+// --- tests and roles -------------------------------------------------------------------------
+
+TEST(IbvcppOptions, ParsesEveryTestKind) {
+  for (const auto* verb : {"send", "write", "read"}) {
+    for (const auto* measure : {"bw", "lat"}) {
+      const auto options = perf({"perf", verb, measure});
+      EXPECT_EQ(options.test.name(), std::string(verb) + "_" + measure);
+      EXPECT_EQ(ibvcpp::TestKind::from_name(options.test.name()), options.test);
+    }
+  }
+  EXPECT_EQ(ibvcpp::TestKind::from_name("write"), std::nullopt);
+  EXPECT_EQ(ibvcpp::TestKind::from_name("write_xx"), std::nullopt);
+  EXPECT_EQ((ibvcpp::TestKind{Verb::write, Measure::bw}.title()), "RDMA_Write BW Test");
+  EXPECT_EQ((ibvcpp::TestKind{Verb::send, Measure::lat}.title()), "Send Latency Test");
+  EXPECT_EQ((ibvcpp::TestKind{Verb::read, Measure::lat}.title()), "RDMA_Read Latency Test");
+}
+
+TEST(IbvcppOptions, AnAddressMakesTheClient) {
+  EXPECT_FALSE(perf({"perf", "write", "bw"}).is_client());
+  const auto client = perf({"perf", "write", "bw", "10.0.0.1"});
+  EXPECT_TRUE(client.is_client());
+  EXPECT_EQ(client.server, "10.0.0.1");
+  // Options may come before, between and after the words.
+  const auto mixed = perf({"-s", "64", "perf", "-n", "10", "read", "lat", "host", "-p", "9000"});
+  EXPECT_EQ(mixed.test.name(), "read_lat");
+  EXPECT_EQ(mixed.server, "host");
+  EXPECT_EQ(mixed.sizes, std::vector<std::uint64_t>{64});
+  EXPECT_EQ(mixed.iterations, 10U);
+  EXPECT_EQ(mixed.tcp_port, 9000);
+}
+
+// --- perftest's defaults ---------------------------------------------------------------------
+
+TEST(IbvcppOptions, BandwidthDefaultsArePerftests) {
+  const auto write = perf({"perf", "write", "bw"});
+  EXPECT_EQ(write.sizes, std::vector<std::uint64_t>{65536});
+  EXPECT_EQ(write.iterations, 5000U);  // ib_write_bw
+  EXPECT_EQ(write.tx_depth, 128U);
+  EXPECT_EQ(write.qps, 1U);
+  EXPECT_EQ(write.ib_port, 1);
+  EXPECT_EQ(write.tcp_port, 18515);
+  EXPECT_EQ(write.inline_size, 0U);
+  EXPECT_FALSE(write.device);
+  EXPECT_FALSE(write.gid_index);
+  EXPECT_FALSE(write.mtu);
+  EXPECT_FALSE(write.report_gbits);
+  EXPECT_FALSE(write.json);
+  EXPECT_EQ(write.timeout, std::chrono::seconds(30));
+  EXPECT_EQ(perf({"perf", "send", "bw"}).iterations, 1000U);  // ib_send_bw, ib_read_bw
+  EXPECT_EQ(perf({"perf", "read", "bw"}).iterations, 1000U);
+}
+
+TEST(IbvcppOptions, LatencyDefaultsArePerftests) {
+  for (const auto* verb : {"send", "write", "read"}) {
+    const auto options = perf({"perf", verb, "lat"});
+    EXPECT_EQ(options.sizes, std::vector<std::uint64_t>{2});
+    EXPECT_EQ(options.iterations, 1000U);
+    EXPECT_EQ(options.tx_depth, 1U);
+    EXPECT_EQ(options.cq_moderation(2), 1U);
+  }
+}
+
+TEST(IbvcppOptions, CqModerationFollowsPerftest) {
+  const auto options = perf({"perf", "write", "bw"});
+  EXPECT_EQ(options.cq_moderation(2), 100U);
+  EXPECT_EQ(options.cq_moderation(8192), 100U);
+  EXPECT_EQ(options.cq_moderation(8193), 1U);  // large messages: every one signaled
+  const auto all = perf({"perf", "write", "bw", "-a"});
+  EXPECT_EQ(all.cq_moderation(8388608), 100U);  // but not with -a
+  const auto shallow = perf({"perf", "write", "bw", "-t", "16", "-s", "64"});
+  EXPECT_EQ(shallow.cq_moderation(64), 16U);  // never above the TX depth
+  const auto few = perf({"perf", "write", "bw", "-n", "20", "-s", "64"});
+  EXPECT_EQ(few.tx_depth, 20U);  // the TX depth never above the iterations
+  EXPECT_EQ(few.cq_moderation(64), 20U);
+}
+
+TEST(IbvcppOptions, RxDepthIsPerftestsCappedByIterations) {
+  EXPECT_EQ(perf({"perf", "send", "bw"}).rx_depth(), 512U);
+  EXPECT_EQ(perf({"perf", "send", "bw", "-n", "100"}).rx_depth(), 100U);
+}
+
+// --- every option ----------------------------------------------------------------------------
+
+TEST(IbvcppOptions, ParsesEveryPerfOption) {
+  const auto o =
+      perf({"perf",   "send",      "bw",   "-d",    "mlx5_0", "-i", "2",     "-x",
+            "3",      "-s",        "4096", "-n",    "77",     "-p", "20000", "-m",
+            "2048",   "-t",        "64",   "-q",    "4",      "-I", "128",   "--report_gbits",
+            "--json", "--timeout", "9",    "server"});
+  EXPECT_EQ(o.device, "mlx5_0");
+  EXPECT_EQ(o.ib_port, 2);
+  EXPECT_EQ(o.gid_index, 3U);
+  EXPECT_EQ(o.sizes, std::vector<std::uint64_t>{4096});
+  EXPECT_EQ(o.iterations, 77U);
+  EXPECT_EQ(o.tcp_port, 20000);
+  EXPECT_EQ(o.mtu, 2048U);
+  EXPECT_EQ(o.tx_depth, 64U);
+  EXPECT_EQ(o.qps, 4U);
+  EXPECT_EQ(o.inline_size, 128U);
+  EXPECT_TRUE(o.report_gbits);
+  EXPECT_TRUE(o.json);
+  EXPECT_EQ(o.timeout, std::chrono::seconds(9));
+  EXPECT_EQ(o.server, "server");
+  EXPECT_TRUE(o.sends_inline(128));
+  EXPECT_FALSE(o.sends_inline(129));
+}
+
+TEST(IbvcppOptions, LongFormsAndAttachedValues) {
+  const auto o = perf({"perf", "write", "bw", "--ib-dev=rxe0", "--ib-port", "1", "--gid-index=1",
+                       "--size=64", "--iters", "10", "--port=1234", "--mtu=1024", "--tx-depth=8",
+                       "--qp=2", "--inline_size=32", "--report-gbits"});
+  EXPECT_EQ(o.device, "rxe0");
+  EXPECT_EQ(o.gid_index, 1U);
+  EXPECT_EQ(o.sizes, std::vector<std::uint64_t>{64});
+  EXPECT_EQ(o.iterations, 10U);
+  EXPECT_EQ(o.tcp_port, 1234);
+  EXPECT_EQ(o.mtu, 1024U);
+  EXPECT_EQ(o.tx_depth, 8U);
+  EXPECT_EQ(o.qps, 2U);
+  EXPECT_EQ(o.inline_size, 32U);
+  EXPECT_TRUE(o.report_gbits);
+  const auto attached = perf({"perf", "write", "bw", "-s64", "-n10", "-x0", "-drxe0"});
+  EXPECT_EQ(attached.sizes, std::vector<std::uint64_t>{64});
+  EXPECT_EQ(attached.iterations, 10U);
+  EXPECT_EQ(attached.gid_index, 0U);
+  EXPECT_EQ(attached.device, "rxe0");
+  EXPECT_EQ(perf({"perf", "write", "bw", "--inline-size", "7"}).inline_size, 7U);
+}
+
+TEST(IbvcppOptions, AllSizesAreTwoToEightMebibytes) {
+  const auto o = perf({"perf", "write", "bw", "-a"});
+  ASSERT_EQ(o.sizes.size(), 23U);
+  EXPECT_EQ(o.sizes.front(), 2U);
+  EXPECT_EQ(o.sizes.back(), 8388608U);
+  for (std::size_t i = 1; i < o.sizes.size(); ++i) EXPECT_EQ(o.sizes[i], 2 * o.sizes[i - 1]);
+  EXPECT_TRUE(o.all_sizes);
+  EXPECT_EQ(o.max_size(), 8388608U);
+  EXPECT_EQ(perf({"perf", "write", "bw", "--all"}).sizes.size(), 23U);
+}
+
+TEST(IbvcppOptions, SizeListKeepsItsOrder) {
+  const auto o = perf({"perf", "write", "bw", "--sizes", "2,4,65535,65537,1"});
+  EXPECT_EQ(o.sizes, (std::vector<std::uint64_t>{2, 4, 65535, 65537, 1}));
+  EXPECT_EQ(o.max_size(), 65537U);
+  EXPECT_FALSE(o.all_sizes);
+}
+
+TEST(IbvcppOptions, ReadTestsSendNothingInline) {
+  EXPECT_EQ(perf({"perf", "read", "bw", "-I", "64"}).inline_size, 0U);
+  EXPECT_FALSE(perf({"perf", "read", "lat", "-I", "64"}).sends_inline(2));
+  EXPECT_TRUE(perf({"perf", "write", "lat", "-I", "64"}).sends_inline(2));
+}
+
+TEST(IbvcppOptions, DevicesCommand) {
+  auto command = parse({"devices"});
+  ASSERT_TRUE(std::holds_alternative<ibvcpp::DevicesOptions>(command));
+  EXPECT_FALSE(std::get<ibvcpp::DevicesOptions>(command).verbose);
+  EXPECT_FALSE(std::get<ibvcpp::DevicesOptions>(command).json);
+  command = parse({"devices", "-v", "--json"});
+  EXPECT_TRUE(std::get<ibvcpp::DevicesOptions>(command).verbose);
+  EXPECT_TRUE(std::get<ibvcpp::DevicesOptions>(command).json);
+  EXPECT_TRUE(std::get<ibvcpp::DevicesOptions>(parse({"devices", "--verbose"})).verbose);
+}
+
+TEST(IbvcppOptions, HelpEverywhere) {
+  for (const auto& args : {std::vector<std::string_view>{"-h"}, {"--help"}, {"help"}}) {
+    const auto command = ibvcpp::parse_command_line(args);
+    ASSERT_TRUE(std::holds_alternative<ibvcpp::HelpRequest>(command));
+    EXPECT_TRUE(contains(std::get<ibvcpp::HelpRequest>(command).text, "ibvcpp devices"));
+  }
+  const auto perf_help = parse({"perf", "-h"});
+  EXPECT_TRUE(contains(std::get<ibvcpp::HelpRequest>(perf_help).text, "--inline_size"));
+  EXPECT_TRUE(contains(std::get<ibvcpp::HelpRequest>(perf_help).text, "Exit status"));
+  // -h wins over anything wrong elsewhere on the line.
+  EXPECT_TRUE(std::holds_alternative<ibvcpp::HelpRequest>(parse({"perf", "write", "bw", "-h"})));
+  const auto devices_help = parse({"devices", "-h"});
+  EXPECT_TRUE(contains(std::get<ibvcpp::HelpRequest>(devices_help).text, "--json"));
+}
+
+// --- usage errors ----------------------------------------------------------------------------
+
+TEST(IbvcppOptions, RejectsMissingOrUnknownCommandsAndTests) {
+  EXPECT_TRUE(contains(usage_error({}), "no command"));
+  EXPECT_TRUE(contains(usage_error({"frobnicate"}), "unknown command 'frobnicate'"));
+  EXPECT_TRUE(contains(usage_error({"perf"}), "needs a test"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write"}), "needs a test"));
+  EXPECT_TRUE(contains(usage_error({"perf", "atomic", "bw"}), "unknown verb 'atomic'"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "both"}), "unknown measurement 'both'"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "a", "b"}), "more than one server"));
+  EXPECT_TRUE(contains(usage_error({"devices", "extra"}), "unexpected argument 'extra'"));
+}
+
+TEST(IbvcppOptions, RejectsUnknownOptionsAndMissingValues) {
+  EXPECT_TRUE(
+      contains(usage_error({"perf", "write", "bw", "--bogus"}), "unknown option '--bogus'"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-Z"}), "unknown option '-Z'"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-s"}), "-s needs a value"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "--size"}), "--size needs a value"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "--json=yes"}), "takes no value"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-ab"}), "takes no value"));
+  EXPECT_TRUE(contains(usage_error({"devices", "-s", "4"}), "-s does not apply"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-v"}), "-v does not apply"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-d", ""}), "-d needs a name"));
+}
+
+TEST(IbvcppOptions, RejectsSizesOutOfRange) {
+  const auto too_big = usage_error({"perf", "write", "bw", "-s", "8388609"});
+  EXPECT_TRUE(contains(too_big, "8388609")) << too_big;
+  EXPECT_TRUE(contains(too_big, "larger than 8388608")) << too_big;
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-s", "99999999999999999999999"}),
+                       "larger than"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-s", "0"}), "invalid size '0'"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-s", "4k"}), "invalid size '4k'"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-s", "-4"}), "invalid size '-4'"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "--sizes", "2,,4"}), "invalid size ''"));
+  EXPECT_TRUE(
+      contains(usage_error({"perf", "write", "bw", "--sizes", "2,9000000"}), "larger than"));
+  EXPECT_EQ(usage_error({"perf", "write", "bw", "-s", "8388608"}), "");
+}
+
+TEST(IbvcppOptions, SizeOptionsExcludeEachOther) {
+  EXPECT_TRUE(
+      contains(usage_error({"perf", "write", "bw", "-a", "-s", "4"}), "exclude each other"));
+  EXPECT_TRUE(
+      contains(usage_error({"perf", "write", "bw", "-a", "--sizes", "4"}), "exclude each other"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-s", "2", "--sizes", "4"}),
+                       "exclude each other"));
+}
+
+TEST(IbvcppOptions, RejectsNumbersOutOfRange) {
+  const auto check = [](std::initializer_list<std::string_view> args, std::string_view part) {
+    const auto message = usage_error(args);
+    EXPECT_TRUE(contains(message, part)) << message;
+  };
+  check({"perf", "write", "bw", "-n", "4"}, "'4' for -n (expected 5..100000000)");
+  check({"perf", "write", "bw", "-n", "ten"}, "'ten' for -n");
+  check({"perf", "write", "bw", "-i", "0"}, "for -i (expected 1..255)");
+  check({"perf", "write", "bw", "-i", "256"}, "for -i");
+  check({"perf", "write", "bw", "-p", "0"}, "for -p (expected 1..65535)");
+  check({"perf", "write", "bw", "-p", "65536"}, "for -p");
+  check({"perf", "write", "bw", "-m", "1000"}, "256, 512, 1024, 2048 or 4096");
+  check({"perf", "write", "bw", "-m", "8192"}, "for -m (expected 256..4096)");
+  check({"perf", "write", "bw", "-t", "0"}, "for -t (expected 1..16384)");
+  check({"perf", "write", "bw", "-q", "0"}, "for -q (expected 1..256)");
+  check({"perf", "write", "bw", "-I", "70000"}, "for -I (expected 0..65536)");
+  check({"perf", "write", "bw", "-x", "-1"}, "for -x");
+  check({"perf", "write", "bw", "--timeout", "0"}, "for --timeout (expected 1..86400)");
+  check({"perf", "write", "lat", "-q", "2"}, "latency tests run on one queue pair");
+  check({"perf", "write", "bw", "-n", "100000000", "-q", "2"}, "more than 100000000 requests");
+  for (const auto* mtu : {"256", "512", "1024", "2048", "4096"}) {
+    EXPECT_EQ(perf({"perf", "write", "bw", "-m", mtu}).mtu, std::stoul(mtu));
+  }
+}
+
+}  // namespace

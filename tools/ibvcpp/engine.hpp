@@ -1,0 +1,138 @@
+// The measurement engine of ibvcpp perf: the queue pairs and buffers of a session, and the
+// loops that measure bandwidth (engine_bw.cpp) and latency (engine_lat.cpp), written on the
+// library's public Channel API (unpolled post_* and PendingWork).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ibv/channel/channel.hpp"
+#include "ibv/verbs/memory_region.hpp"
+#include "ibvcpp/options.hpp"
+#include "ibvcpp/protocol.hpp"
+#include "ibvcpp/report.hpp"
+#include "ibvcpp/tcp.hpp"
+
+namespace ibvcpp::engine {
+
+/// Nanoseconds of std::chrono::steady_clock (perftest's get_cycles(), in a unit of time).
+[[nodiscard]] inline std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Zeroed, page-aligned memory (as perftest allocates its buffers).
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(std::size_t size);
+  [[nodiscard]] std::span<std::byte> bytes() const noexcept { return {data_.get(), size_}; }
+
+ private:
+  static constexpr std::align_val_t kAlignment{4096};
+  struct Free {
+    void operator()(std::byte* data) const noexcept { ::operator delete(data, kAlignment); }
+  };
+  std::size_t size_;
+  std::unique_ptr<std::byte, Free> data_;
+};
+
+/// One queue pair of the session with its own buffer: the first half is the outbox (what this
+/// side sends and writes, and what the peer reads), the second half the inbox (where receives,
+/// the peer's writes and this side's reads land). Each half holds the largest size.
+struct QueuePairSlot {
+  explicit QueuePairSlot(std::size_t half_size) : buffer(2 * half_size), half(half_size) {}
+
+  AlignedBuffer buffer;
+  std::size_t half;
+  std::optional<ibv::MemoryRegion> mr;
+  std::optional<ibv::PreparedChannel> prepared;
+  std::optional<ibv::Channel> channel;
+  QpAddress peer;  ///< The peer's queue pair and buffers.
+
+  [[nodiscard]] std::span<std::byte> outbox(std::uint64_t size) const {
+    return buffer.bytes().first(size);
+  }
+  [[nodiscard]] std::span<std::byte> inbox(std::uint64_t size) const {
+    return buffer.bytes().subspan(half, size);
+  }
+};
+
+/// The handles of a channel's requests in flight, by request number, in a fixed ring: at most
+/// `capacity` in flight at a time, no allocation per request.
+class WorkRing {
+ public:
+  explicit WorkRing(std::size_t capacity) : slots_(capacity) {}
+  WorkRing(const WorkRing&) = delete;
+  WorkRing& operator=(const WorkRing&) = delete;
+  WorkRing(WorkRing&&) noexcept = default;
+  WorkRing& operator=(WorkRing&&) noexcept = default;
+  ~WorkRing() = default;
+
+  void put(std::uint64_t number, ibv::PendingWork work) {
+    slots_[number % slots_.size()].emplace(std::move(work));
+  }
+  [[nodiscard]] ibv::PendingWork& at(std::uint64_t number) {
+    return *slots_[number % slots_.size()];
+  }
+  /// Drops a handle whose completion has been seen.
+  void drop(std::uint64_t number) { slots_[number % slots_.size()].reset(); }
+
+ private:
+  std::vector<std::optional<ibv::PendingWork>> slots_;
+};
+
+/// What the measurement loops work with.
+struct Session {
+  const PerfOptions& options;
+  Connection& connection;
+  std::vector<QueuePairSlot>& qps;
+
+  [[nodiscard]] std::int64_t timeout_ns() const noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(options.timeout).count();
+  }
+  /// Both sides ready: each sends `ready` and waits for the peer's.
+  void sync() const;
+};
+
+/// Sends a heartbeat to the server at most once a second, so that a server waiting for the
+/// result knows the client is alive.
+class Heartbeat {
+ public:
+  explicit Heartbeat(Connection& connection) : connection_(connection), last_(now_ns()) {}
+  void beat(std::int64_t now) {
+    if (now - last_ > kInterval) {
+      connection_.send(MessageType::heartbeat);
+      last_ = now;
+    }
+  }
+
+ private:
+  static constexpr std::int64_t kInterval = 1'000'000'000;
+  Connection& connection_;
+  std::int64_t last_;
+};
+
+/// A failure while requests are in flight: prints `message` and ends the process with status 1
+/// at once. Unwinding would destroy PendingWork handles whose requests may never complete (a
+/// stalled peer), each waiting for its completion and logging: the kernel tears the queue pairs
+/// down at exit before the registered memory goes (registration pins it), so this is safe.
+[[noreturn]] void abort_run(const std::string& message);
+
+/// Bandwidth: the client measures; the server of a send test receives and measures its own
+/// side (perftest's server: no peak); the server of a write or read test waits for the client's
+/// result.
+[[nodiscard]] BwResult run_bw(Session& session, std::uint64_t size);
+/// Latency: both sides run the ping-pong (send, write) or the server waits (read); the client
+/// measures, and the server prints the client's figures.
+[[nodiscard]] LatResult run_lat(Session& session, std::uint64_t size);
+
+}  // namespace ibvcpp::engine

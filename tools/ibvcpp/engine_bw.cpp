@@ -1,0 +1,240 @@
+// Bandwidth loops of ibvcpp perf, shaped like perftest's run_iter_bw / run_iter_bw_server:
+// the client keeps tx-depth requests in flight per queue pair, signals one request in
+// cq_moderation (and the last), timestamps every post and every polled completion; the server
+// of a send test keeps rx-depth receives posted and reposts as they complete.
+#include <array>
+#include <deque>
+#include <exception>
+#include <optional>
+#include <string>
+
+#include "ibv/verbs/work_completion.hpp"
+#include "ibvcpp/engine.hpp"
+#include "ibvcpp/exit_code.hpp"
+#include "ibvcpp/statistics.hpp"
+
+namespace ibvcpp::engine {
+namespace {
+
+/// One queue pair's state in the client loop. Requests are retired in posting order: when the
+/// oldest signaled request in flight completes, it and every unsignaled one before it are done
+/// (the channel retires them), and their handles are polled and dropped.
+struct Lane {
+  explicit Lane(std::size_t depth) : in_flight(depth) {}
+
+  ibv::Channel* channel = nullptr;
+  std::array<ibv::GatherElement, 1> gather{};
+  std::array<ibv::ScatterElement, 1> scatter{};
+  ibv::RemoteMemoryRegion remote;
+  WorkRing in_flight;                  // by request number
+  std::deque<std::uint64_t> signaled;  // request numbers of signaled ones in flight
+  std::uint64_t posted = 0;
+  std::uint64_t retired = 0;
+};
+
+template <Verb V>
+ibv::PendingWork post(Lane& lane, ibv::PostOptions options) {
+  if constexpr (V == Verb::send) {
+    return lane.channel->post_send(lane.gather, options);
+  } else if constexpr (V == Verb::write) {
+    return lane.channel->post_write(lane.gather, lane.remote, options);
+  } else {
+    return lane.channel->post_read(lane.scatter, lane.remote, options);
+  }
+}
+
+std::vector<Lane> make_lanes(Session& session, std::uint64_t size) {
+  std::vector<Lane> lanes;
+  lanes.reserve(session.qps.size());
+  for (auto& slot : session.qps) {
+    auto& lane = lanes.emplace_back(session.options.tx_depth);
+    lane.channel = &*slot.channel;
+    lane.gather[0] = slot.mr->gather(slot.outbox(size));
+    lane.scatter[0] = slot.mr->scatter(slot.inbox(size));
+    const auto& region =
+        session.options.test.verb == Verb::read ? slot.peer.outbox : slot.peer.inbox;
+    if (region.length() < size) {
+      throw UsageError("size " + std::to_string(size) + " is larger than the peer's buffer (" +
+                       std::to_string(region.length()) + " bytes)");
+    }
+    lane.remote = region.sub_region(0, size);
+  }
+  return lanes;
+}
+
+/// Retires the lane's oldest signaled request if it has completed: returns the time it was
+/// seen complete (perftest's tcompleted), or nullopt.
+std::optional<std::int64_t> retire(Lane& lane, std::uint64_t& total_retired) {
+  const std::uint64_t last = lane.signaled.front();
+  const auto done = lane.in_flight.at(last).poll();
+  if (!done) return std::nullopt;
+  const std::int64_t now = now_ns();
+  if (!done->ok()) throw ibv::WorkError(*done, "bandwidth test");
+  for (std::uint64_t k = lane.retired; k <= last; ++k) {
+    // Retired by the signaled completion: the channel has their completions already.
+    const auto earlier = lane.in_flight.at(k).poll();
+    if (!earlier || !earlier->ok()) {
+      throw ibv::Error(ibv::ErrorKind::state, "bandwidth test", 0,
+                       "a request before a completed signaled one was not retired");
+    }
+    lane.in_flight.drop(k);
+  }
+  total_retired += last + 1 - lane.retired;
+  lane.retired = last + 1;
+  lane.signaled.pop_front();
+  return now;
+}
+
+template <Verb V>
+BwResult client_loop(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  const std::uint64_t iterations = options.iterations;
+  const std::uint64_t depth = options.tx_depth;
+  const std::uint64_t moderation = options.cq_moderation(size);
+  std::vector<Lane> lanes = make_lanes(session, size);
+  const std::size_t total = iterations * lanes.size();
+  std::vector<std::int64_t> posted(total);
+  std::vector<CompletionMark> marks;
+  marks.reserve(total / moderation + lanes.size() + 1);
+  const ibv::PostOptions unsignaled{.signaled = false, .inline_data = options.sends_inline(size)};
+  const ibv::PostOptions signaled{.signaled = true, .inline_data = options.sends_inline(size)};
+
+  session.sync();
+  Heartbeat heartbeat(session.connection);
+  std::size_t total_posted = 0;
+  std::uint64_t total_retired = 0;
+  std::uint64_t completed = 0;  // perftest's totccnt: cq_moderation per polled completion
+  std::int64_t last_progress = now_ns();
+  std::uint32_t spins = 0;
+  try {
+    while (total_retired < total) {
+      for (auto& lane : lanes) {
+        while (lane.posted < iterations && lane.posted - lane.retired < depth) {
+          const bool signal = moderation == 1 || lane.posted % moderation == moderation - 1 ||
+                              lane.posted == iterations - 1;
+          posted[total_posted++] = now_ns();
+          lane.in_flight.put(lane.posted, post<V>(lane, signal ? signaled : unsignaled));
+          if (signal) lane.signaled.push_back(lane.posted);
+          ++lane.posted;
+        }
+      }
+      for (auto& lane : lanes) {
+        if (lane.signaled.empty()) continue;
+        const auto now = retire(lane, total_retired);
+        if (!now) continue;
+        completed += moderation;
+        marks.push_back({completed >= total - 1 ? total - 1 : completed - 1, *now});
+        last_progress = *now;
+      }
+      if ((++spins & 0x3ffU) == 0) {
+        const std::int64_t now = now_ns();
+        if (now - last_progress > session.timeout_ns()) {
+          throw ToolError(ExitCode::run_failed,
+                          "no completion for " + std::to_string(options.timeout.count()) +
+                              " s after " + std::to_string(total_retired) + " of " +
+                              std::to_string(total) + " requests of " + std::to_string(size) +
+                              " bytes (is the server alive?)");
+        }
+        heartbeat.beat(now);
+      }
+    }
+  } catch (const std::exception& error) {
+    abort_run(error.what());
+  }
+  // The peak takes a while for many iterations: tell a waiting server that this side lives.
+  session.connection.send(MessageType::heartbeat);
+  const BwResult result{
+      size, total, bandwidth_statistics(posted, marks, size, iterations <= kPeakIterationLimit)};
+  session.connection.send(MessageType::result, encode_result(result));
+  return result;
+}
+
+/// The server of a send test: keeps rx-depth receives posted per queue pair, reposts while
+/// more messages are due, and measures from the start signal to the last receive (perftest's
+/// server does not compute a peak).
+BwResult send_server_loop(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  const std::uint64_t iterations = options.iterations;
+  const std::uint64_t depth = options.rx_depth();
+  struct Receiver {
+    explicit Receiver(std::size_t capacity) : posted(capacity) {}
+    ibv::Channel* channel = nullptr;
+    std::array<ibv::ScatterElement, 1> into{};
+    WorkRing posted;  // by receive number
+    std::uint64_t posted_count = 0;
+    std::uint64_t received = 0;
+  };
+  std::vector<Receiver> receivers;
+  receivers.reserve(session.qps.size());
+  const std::uint64_t total = iterations * session.qps.size();
+  std::uint64_t total_received = 0;
+  try {
+    for (auto& slot : session.qps) {
+      auto& r = receivers.emplace_back(depth);
+      r.channel = &*slot.channel;
+      r.into[0] = slot.mr->scatter(slot.inbox(size));
+      for (; r.posted_count < depth; ++r.posted_count) {
+        r.posted.put(r.posted_count, r.channel->post_receive(r.into));
+      }
+    }
+    session.sync();
+    const std::int64_t start = now_ns();
+    std::int64_t last_progress = start;
+    std::uint32_t spins = 0;
+    while (total_received < total) {
+      for (auto& r : receivers) {
+        if (r.received == r.posted_count) continue;
+        const auto done = r.posted.at(r.received).poll();
+        if (!done) continue;
+        if (!done->ok()) throw ibv::WorkError(*done, "send bandwidth test (receive)");
+        r.posted.drop(r.received);
+        ++r.received;
+        ++total_received;
+        if (r.posted_count < iterations) {
+          r.posted.put(r.posted_count++, r.channel->post_receive(r.into));
+        }
+        last_progress = 0;
+      }
+      if ((++spins & 0x3ffU) == 0) {
+        const std::int64_t now = now_ns();
+        if (last_progress == 0) {
+          last_progress = now;
+        } else if (now - last_progress > session.timeout_ns()) {
+          throw ToolError(ExitCode::run_failed,
+                          "no message for " + std::to_string(options.timeout.count()) +
+                              " s after " + std::to_string(total_received) + " of " +
+                              std::to_string(total) + " (is the client alive?)");
+        }
+      }
+    }
+    const BwResult own{size, total, average_bandwidth(start, now_ns(), size, total)};
+    // The client's figures arrive too; perftest's send server prints its own.
+    (void)decode_bw_result(
+        session.connection.expect(MessageType::result, options.timeout, "the client's result")
+            .text());
+    return own;
+  } catch (const std::exception& error) {
+    abort_run(error.what());
+  }
+}
+
+}  // namespace
+
+BwResult run_bw(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  if (options.is_client()) {
+    switch (options.test.verb) {
+      case Verb::send: return client_loop<Verb::send>(session, size);
+      case Verb::write: return client_loop<Verb::write>(session, size);
+      case Verb::read: return client_loop<Verb::read>(session, size);
+    }
+  }
+  if (options.test.verb == Verb::send) return send_server_loop(session, size);
+  // Write and read: the server's side is passive (the device answers); wait for the figures.
+  session.sync();
+  return decode_bw_result(
+      session.connection.expect(MessageType::result, options.timeout, "the client's result")
+          .text());
+}
+
+}  // namespace ibvcpp::engine

@@ -1,0 +1,214 @@
+// Latency loops of ibvcpp perf, shaped like perftest's run_iter_lat_write (a ping-pong of RDMA
+// writes, each side polling the last byte of its inbox for the peer's counter),
+// run_iter_lat_send (a ping-pong of sends) and run_iter_lat (a sequence of blocking reads).
+// The client starts the ping-pong and timestamps each of its posts.
+#include <array>
+#include <atomic>
+#include <exception>
+#include <string>
+#include <string_view>
+
+#include "ibvcpp/engine.hpp"
+#include "ibvcpp/exit_code.hpp"
+#include "ibvcpp/statistics.hpp"
+
+namespace ibvcpp::engine {
+namespace {
+
+/// The counter a side writes into the last byte of its message number `n` (1-based).
+std::byte counter(std::uint64_t n) noexcept { return static_cast<std::byte>(n & 0xffU); }
+
+/// Spins until `cell` holds `expected`; a peer silent for the timeout is a run failure.
+void await_byte(const std::atomic_ref<std::byte>& cell, std::byte expected, const Session& session,
+                std::uint64_t received) {
+  std::uint32_t spins = 0;
+  std::int64_t since = 0;
+  while (cell.load(std::memory_order_acquire) != expected) {
+    if ((++spins & 0xfffU) != 0) continue;
+    const std::int64_t now = now_ns();
+    if (since == 0) {
+      since = now;
+    } else if (now - since > session.timeout_ns()) {
+      throw ToolError(ExitCode::run_failed,
+                      "no RDMA write from the peer for " +
+                          std::to_string(session.options.timeout.count()) + " s after " +
+                          std::to_string(received - 1) + " of " +
+                          std::to_string(session.options.iterations) + " (is it alive?)");
+    }
+  }
+}
+
+/// Spins on `work` until it completes (poll(): one look at the completion queue per turn, no
+/// clock read, unlike PendingWork::wait()); a failed completion throws ibv::WorkError, no
+/// completion within the timeout a ToolError.
+void await(ibv::PendingWork& work, const Session& session, std::string_view what) {
+  std::uint32_t spins = 0;
+  std::int64_t since = 0;
+  while (true) {
+    if (const auto done = work.poll()) {
+      if (!done->ok()) throw ibv::WorkError(*done, what);
+      return;
+    }
+    if ((++spins & 0xfffU) != 0) continue;
+    const std::int64_t now = now_ns();
+    if (since == 0) {
+      since = now;
+    } else if (now - since > session.timeout_ns()) {
+      throw ToolError(ExitCode::run_failed, "no completion of " + std::string(what) + " for " +
+                                                std::to_string(session.options.timeout.count()) +
+                                                " s (is the peer alive?)");
+    }
+  }
+}
+
+/// The ping-pong of RDMA writes. Returns the client's post timestamps (empty on the server).
+std::vector<std::int64_t> write_pingpong(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  const bool client = options.is_client();
+  auto& slot = session.qps.front();
+  ibv::Channel& channel = *slot.channel;
+  const std::span<std::byte> out = slot.outbox(size);
+  const std::span<std::byte> in = slot.inbox(size);
+  std::ranges::fill(out, std::byte{0});
+  std::ranges::fill(in, std::byte{0});
+  const std::array gather{slot.mr->gather(out)};
+  const ibv::RemoteMemoryRegion remote = slot.peer.inbox.sub_region(0, size);
+  const std::atomic_ref<std::byte> arrived(in.back());
+  std::byte& mark = out.back();
+  const ibv::PostOptions post{.signaled = true, .inline_data = options.sends_inline(size)};
+  const std::uint64_t iterations = options.iterations;
+  std::vector<std::int64_t> posted(client ? iterations : 0);
+
+  session.sync();
+  Heartbeat heartbeat(session.connection);
+  try {
+    std::uint64_t sent = 0;
+    std::uint64_t received = 0;
+    while (sent < iterations || received < iterations) {
+      if (received < iterations && !(sent == 0 && client)) {
+        ++received;
+        await_byte(arrived, counter(received), session, received);
+      }
+      if (sent < iterations) {
+        if (client) {
+          posted[sent] = now_ns();
+          heartbeat.beat(posted[sent]);
+        }
+        mark = counter(++sent);
+        auto work = channel.post_write(gather, remote, post);
+        await(work, session, "an RDMA write");
+      }
+    }
+  } catch (const std::exception& error) {
+    abort_run(error.what());
+  }
+  return posted;
+}
+
+/// The ping-pong of sends; both sides keep rx-depth receives posted.
+std::vector<std::int64_t> send_pingpong(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  const bool client = options.is_client();
+  auto& slot = session.qps.front();
+  ibv::Channel& channel = *slot.channel;
+  const std::array gather{slot.mr->gather(slot.outbox(size))};
+  const std::array into{slot.mr->scatter(slot.inbox(size))};
+  const ibv::PostOptions post{.signaled = true, .inline_data = options.sends_inline(size)};
+  const std::uint64_t iterations = options.iterations;
+  const std::uint64_t depth = options.rx_depth();
+  std::vector<std::int64_t> posted(client ? iterations : 0);
+  WorkRing receives(depth);  // by receive number
+  std::uint64_t posted_receives = 0;
+  try {
+    for (; posted_receives < depth; ++posted_receives) {
+      receives.put(posted_receives, channel.post_receive(into));
+    }
+    session.sync();
+    Heartbeat heartbeat(session.connection);
+    std::uint64_t sent = 0;
+    std::uint64_t received = 0;
+    while (sent < iterations || received < iterations) {
+      if (received < iterations && !(sent == 0 && client)) {
+        await(receives.at(received), session, "a receive");
+        receives.drop(received);
+        ++received;
+        if (posted_receives < iterations) {
+          receives.put(posted_receives++, channel.post_receive(into));
+        }
+      }
+      if (sent < iterations) {
+        if (client) {
+          posted[sent] = now_ns();
+          heartbeat.beat(posted[sent]);
+        }
+        ++sent;
+        auto work = channel.post_send(gather, post);
+        await(work, session, "a send");
+      }
+    }
+  } catch (const std::exception& error) {
+    abort_run(error.what());
+  }
+  return posted;
+}
+
+/// Blocking reads, one at a time (the client; the server's device answers).
+std::vector<std::int64_t> read_sequence(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  auto& slot = session.qps.front();
+  ibv::Channel& channel = *slot.channel;
+  const std::array into{slot.mr->scatter(slot.inbox(size))};
+  const ibv::RemoteMemoryRegion remote = slot.peer.outbox.sub_region(0, size);
+  std::vector<std::int64_t> posted(options.iterations);
+  session.sync();
+  Heartbeat heartbeat(session.connection);
+  try {
+    for (auto& t : posted) {
+      t = now_ns();
+      heartbeat.beat(t);
+      auto work = channel.post_read(into, remote);
+      await(work, session, "an RDMA read");
+    }
+  } catch (const std::exception& error) {
+    abort_run(error.what());
+  }
+  return posted;
+}
+
+}  // namespace
+
+LatResult run_lat(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  for (const auto& slot : session.qps) {
+    const auto& region = options.test.verb == Verb::read ? slot.peer.outbox : slot.peer.inbox;
+    if (region.length() < size) {
+      throw UsageError("size " + std::to_string(size) + " is larger than the peer's buffer (" +
+                       std::to_string(region.length()) + " bytes)");
+    }
+  }
+  std::vector<std::int64_t> posted;
+  switch (options.test.verb) {
+    case Verb::write: posted = write_pingpong(session, size); break;
+    case Verb::send: posted = send_pingpong(session, size); break;
+    case Verb::read:
+      if (options.is_client()) {
+        posted = read_sequence(session, size);
+      } else {
+        session.sync();
+      }
+      break;
+  }
+  if (!options.is_client()) {
+    // The figures are the client's; it sends them when it is done.
+    return decode_lat_result(
+        session.connection.expect(MessageType::result, options.timeout, "the client's result")
+            .text());
+  }
+  // perftest reports send and write as one-way (round trip / 2), read as the round trip.
+  const unsigned rtt_factor = options.test.verb == Verb::read ? 1 : 2;
+  const LatResult result{size, options.iterations, latency_statistics(posted, rtt_factor)};
+  session.connection.send(MessageType::result, encode_result(result));
+  return result;
+}
+
+}  // namespace ibvcpp::engine

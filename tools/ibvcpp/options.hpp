@@ -1,0 +1,105 @@
+// The command line of ibvcpp: `devices` and `perf {send|write|read} {bw|lat}`, parsed and
+// validated into plain option structs, with perftest's defaults.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace ibvcpp {
+
+/// Which work request a perf test measures.
+enum class Verb : std::uint8_t { send, write, read };
+/// Bandwidth or latency.
+enum class Measure : std::uint8_t { bw, lat };
+
+/// One of the six tests, e.g. write bw.
+struct TestKind {
+  Verb verb = Verb::write;
+  Measure measure = Measure::bw;
+
+  /// "write_bw", "send_lat", ...
+  [[nodiscard]] std::string name() const;
+  /// perftest's title: "RDMA_Write BW Test", "Send Latency Test", ...
+  [[nodiscard]] std::string title() const;
+  /// Parses name() ("write_bw"); nullopt for anything else.
+  [[nodiscard]] static std::optional<TestKind> from_name(std::string_view name);
+
+  friend constexpr bool operator==(TestKind, TestKind) noexcept = default;
+};
+
+/// The largest message size (-s, -a, --sizes): 8 MiB, as perftest's -a.
+inline constexpr std::uint64_t kMaxSize = std::uint64_t{1} << 23;
+/// perftest's default TCP port.
+inline constexpr std::uint16_t kDefaultTcpPort = 18515;
+/// perftest's minimum of -n.
+inline constexpr std::uint32_t kMinIterations = 5;
+/// The most -n (times -q) accepts: a timestamp of every request is kept.
+inline constexpr std::uint32_t kMaxIterations = 100'000'000;
+/// perftest's CQ moderation: one signaled request in this many (bw tests).
+inline constexpr std::uint32_t kDefaultCqModeration = 100;
+/// Above this size perftest signals every request (unless -a).
+inline constexpr std::uint64_t kCqModerationSizeLimit = 8192;
+/// perftest's receive queue depth for send tests.
+inline constexpr std::uint32_t kDefaultRxDepth = 512;
+
+/// `ibvcpp perf ...`, with every default resolved.
+struct PerfOptions {
+  TestKind test;
+  std::optional<std::string> server;  ///< Set: this side is the client.
+  std::optional<std::string> device;  ///< Unset: the first device with an active port.
+  std::uint8_t ib_port = 1;
+  std::optional<std::uint32_t> gid_index;  ///< Unset: the library's choice.
+  std::vector<std::uint64_t> sizes;        ///< In the order they run.
+  bool all_sizes = false;                  ///< -a (keeps CQ moderation for large sizes).
+  std::uint32_t iterations = 0;            ///< Per size (and per QP in bw tests).
+  std::uint16_t tcp_port = kDefaultTcpPort;
+  std::optional<std::uint32_t> mtu;  ///< Unset: the port's active MTU.
+  std::uint32_t tx_depth = 0;        ///< Already capped at iterations, as perftest does.
+  std::uint32_t qps = 1;
+  std::uint32_t inline_size = 0;  ///< 0 for read tests.
+  bool report_gbits = false;
+  bool json = false;
+  std::chrono::seconds timeout{30};
+
+  [[nodiscard]] bool is_client() const noexcept { return server.has_value(); }
+  [[nodiscard]] std::uint64_t max_size() const noexcept;
+  /// perftest's CQ moderation for a bw test of `size` bytes: 100, but 1 above 8 KiB (unless
+  /// -a), and never more than the TX depth. 1 for latency tests.
+  [[nodiscard]] std::uint32_t cq_moderation(std::uint64_t size) const noexcept;
+  /// Receives kept posted in send tests: 512, at most the iterations.
+  [[nodiscard]] std::uint32_t rx_depth() const noexcept;
+  /// Whether a request of `size` bytes goes inline (sends and writes up to -I).
+  [[nodiscard]] bool sends_inline(std::uint64_t size) const noexcept {
+    return test.verb != Verb::read && size <= inline_size;
+  }
+};
+
+/// `ibvcpp devices [-v] [--json]`.
+struct DevicesOptions {
+  bool verbose = false;
+  bool json = false;
+};
+
+/// -h anywhere: print `text` on stdout and exit 0.
+struct HelpRequest {
+  std::string text;
+};
+
+using Command = std::variant<HelpRequest, DevicesOptions, PerfOptions>;
+
+/// Parses the arguments after the program name. Throws UsageError (exit status 2) with a
+/// message that names the option and what is wrong with it.
+[[nodiscard]] Command parse_command_line(std::span<const std::string_view> args);
+
+/// The help texts.
+[[nodiscard]] std::string general_usage();
+[[nodiscard]] std::string devices_usage();
+[[nodiscard]] std::string perf_usage();
+
+}  // namespace ibvcpp

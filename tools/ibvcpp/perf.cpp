@@ -1,0 +1,279 @@
+// ibvcpp perf: the session. Opens and checks the device, connects over TCP, compares settings
+// with the peer, builds one Channel and one registered buffer per queue pair, exchanges
+// addresses, handshakes, then runs every size and prints the report. Each phase maps its
+// failures to its exit status: device 3, connection 4, settings 2, measurement 1.
+#include "ibvcpp/perf.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "ibv/ibv.hpp"
+#include "ibvcpp/engine.hpp"
+#include "ibvcpp/exit_code.hpp"
+#include "ibvcpp/protocol.hpp"
+#include "ibvcpp/report.hpp"
+#include "ibvcpp/tcp.hpp"
+
+namespace ibvcpp {
+namespace {
+
+/// How long a client retries a server that is not listening yet.
+constexpr std::chrono::seconds kConnectRetry{5};
+
+/// Runs `step`; any failure that is not a ToolError becomes one with `code`.
+template <typename Step>
+auto in_phase(ExitCode code, Step&& step) {
+  try {
+    return std::forward<Step>(step)();
+  } catch (const ToolError&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw ToolError(code, error.what());
+  }
+}
+
+/// The device, port and GID as this side will use them.
+struct DeviceSetup {
+  ibv::Context context;
+  ibv::PortAttributes port;
+  ibv::DeviceAttributes attributes;
+  std::optional<std::uint32_t> gid_index;  // -x, else the default on Ethernet
+  std::uint32_t mtu = 0;                   // -m, else the port's active MTU
+};
+
+DeviceSetup open_checked_device(const PerfOptions& options) {
+  return in_phase(ExitCode::device, [&] {
+    ibv::Context context =
+        options.device ? ibv::open_device(*options.device) : ibv::open_first_active_device();
+    const ibv::PortNumber port_number{options.ib_port};
+    const ibv::PortAttributes port = context.query_port(port_number);
+    if (port.state != ibv::PortState::active) {
+      throw ToolError(ExitCode::device,
+                      context.name() + " port " + std::to_string(options.ib_port) + " is " +
+                          std::string(ibv::to_string(port.state)) + ", not ACTIVE");
+    }
+    std::optional<std::uint32_t> gid_index = options.gid_index;
+    if (gid_index) {
+      (void)context.query_gid(*gid_index, port_number);  // throws, listing the valid entries
+    } else if (port.link_layer == ibv::LinkLayer::ethernet) {
+      gid_index = context.default_gid_index(port_number);
+    }
+    const std::uint32_t active = port.active_mtu.bytes();
+    if (options.mtu && *options.mtu > active) {
+      throw ToolError(ExitCode::device, "-m " + std::to_string(*options.mtu) +
+                                            " is above the active MTU " + std::to_string(active) +
+                                            " of " + context.name() + " port " +
+                                            std::to_string(options.ib_port));
+    }
+    ibv::DeviceAttributes attributes = context.query_device();
+    return DeviceSetup{std::move(context), port, std::move(attributes), gid_index,
+                       options.mtu.value_or(active)};
+  });
+}
+
+/// Outstanding RDMA reads per QP: as many as the device allows (perftest's default).
+std::uint8_t read_depth(const ibv::DeviceAttributes& attributes) {
+  const int limit = std::min({attributes.max_qp_rd_atom, attributes.max_qp_init_rd_atom, 255});
+  return static_cast<std::uint8_t>(std::max(limit, 1));
+}
+
+ibv::QueuePairSettings queue_pair_settings(const PerfOptions& options, const DeviceSetup& device,
+                                           std::uint32_t mtu) {
+  ibv::QueuePairSettings settings;
+  settings.port = ibv::PortNumber{options.ib_port};
+  settings.gid_index = device.gid_index;
+  settings.access = ibv::RemoteAccess::write() | ibv::RemoteAccess::read();
+  // The channel signals by itself every max_send_wr / 2 unsignaled requests: leave room for
+  // perftest's moderation, so that the signaling pattern is perftest's.
+  std::uint32_t moderation = 1;
+  for (const auto size : options.sizes)
+    moderation = std::max(moderation, options.cq_moderation(size));
+  settings.max_send_wr = ibv::QueueDepth(std::max({options.tx_depth, 2 * moderation, 2U}));
+  settings.max_recv_wr = ibv::QueueDepth(options.test.verb == Verb::send ? options.rx_depth() : 1);
+  settings.max_inline_data = ibv::InlineSize(options.inline_size);
+  settings.mtu = ibv::Mtu::from_bytes(mtu);
+  if (options.test.verb == Verb::send) {
+    // perftest's receiver-not-ready handling: retry until receives are posted, every 0.64 ms
+    // (the test's own timeout bounds the wait).
+    settings.rnr_retry = ibv::RnrRetryCount::infinite();
+    settings.min_rnr_timer = ibv::RnrTimer(12);
+  }
+  if (options.test.verb == Verb::read) {
+    settings.max_rd_atomic = ibv::ReadAtomicDepth(read_depth(device.attributes));
+    settings.max_dest_rd_atomic = ibv::ReadAtomicDepth(read_depth(device.attributes));
+  }
+  return settings;
+}
+
+std::string hex(std::uint64_t value) {
+  std::array<char, 32> text{};
+  std::snprintf(text.data(), text.size(), "0x%llx", static_cast<unsigned long long>(value));
+  return text.data();
+}
+
+std::string describe(const QpAddress& address) {
+  return address.endpoint.to_string() + " RKey " + hex(address.inbox.rkey()) + " VAddr " +
+         hex(address.outbox.address());
+}
+
+RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uint32_t mtu,
+                 const std::vector<engine::QueuePairSlot>& qps) {
+  RunInfo info;
+  info.test = options.test;
+  info.client = options.is_client();
+  info.device = device.context.name();
+  info.ib_port = options.ib_port;
+  info.link_layer = device.port.link_layer == ibv::LinkLayer::ethernet ? "Ethernet" : "IB";
+  info.mtu = mtu;
+  if (device.gid_index) info.gid_index = qps.front().channel->queue_pair().gid_index();
+  info.qps = options.qps;
+  info.iterations = options.iterations;
+  info.tx_depth = options.tx_depth;
+  info.rx_depth = options.rx_depth();
+  const auto [smallest, largest] = std::ranges::minmax(options.sizes);
+  info.cq_moderation = options.cq_moderation(smallest);
+  if (options.cq_moderation(largest) != info.cq_moderation) {
+    info.cq_moderation_large = options.cq_moderation(largest);
+  }
+  info.inline_size = options.test.verb == Verb::read ? 0 : options.inline_size;
+  info.outstanding_reads = options.test.verb == Verb::read ? read_depth(device.attributes) : 0;
+  info.report_gbits = options.report_gbits;
+  return info;
+}
+
+void print(const std::string& text) {
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+namespace engine {
+
+AlignedBuffer::AlignedBuffer(std::size_t size)
+    : size_(size), data_(static_cast<std::byte*>(::operator new(size, kAlignment))) {
+  std::memset(data_.get(), 0, size_);
+}
+
+void Session::sync() const {
+  connection.send(MessageType::ready);
+  (void)connection.expect(MessageType::ready, options.timeout, "the peer to get ready");
+}
+
+void abort_run(const std::string& message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "ibvcpp: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::_Exit(static_cast<int>(ExitCode::run_failed));
+}
+
+}  // namespace engine
+
+int run_perf(const PerfOptions& options) {
+  const bool client = options.is_client();
+  const DeviceSetup device = open_checked_device(options);
+
+  // The TCP connection: the server listens (a port in use fails here), the client dials.
+  std::optional<Connection> connection;
+  if (client) {
+    connection.emplace(Connection::dial(*options.server, options.tcp_port, kConnectRetry));
+  } else {
+    Listener listener = Listener::open(options.tcp_port);
+    if (!options.json) {
+      print(
+          "\n************************************\n"
+          "* Waiting for client to connect... *\n"
+          "************************************\n");
+    }
+    connection.emplace(listener.accept(options.timeout));
+  }
+  connection->set_io_timeout(options.timeout);
+
+  // Settings: both sides must run the same test; the path MTU is the smaller of the two.
+  const PeerSettings mine = settings_of(options, device.mtu);
+  connection->send(MessageType::settings, encode_settings(mine));
+  const PeerSettings peer = decode_settings(
+      connection->expect(MessageType::settings, options.timeout, "the peer's settings").text());
+  if (auto mismatch = settings_mismatch(mine, peer, client)) throw UsageError(*mismatch);
+  const std::uint32_t mtu = std::min(mine.mtu, peer.mtu);
+
+  // One buffer, registration and channel per queue pair.
+  std::vector<engine::QueuePairSlot> qps;
+  std::vector<QpAddress> addresses;
+  in_phase(ExitCode::device, [&] {
+    const ibv::ProtectionDomain pd(device.context);
+    const ibv::ChannelBuilder builder =
+        ibv::ChannelBuilder(pd)
+            .queue_pair(queue_pair_settings(options, device, mtu))
+            .timeouts({.operation = options.timeout, .drop = std::chrono::seconds(1)});
+    qps.reserve(options.qps);
+    for (std::uint32_t i = 0; i < options.qps; ++i) {
+      auto& slot = qps.emplace_back(options.max_size());
+      slot.mr.emplace(pd.register_remote_accessible(
+          slot.buffer.bytes(), ibv::RemoteAccess::write() | ibv::RemoteAccess::read()));
+      slot.prepared.emplace(builder.build());
+      const ibv::RemoteMemoryRegion whole = slot.mr->remote();
+      addresses.push_back({slot.prepared->endpoint(), whole.sub_region(slot.half, slot.half),
+                           whole.sub_region(0, slot.half)});
+    }
+  });
+
+  // Addresses, then the handshake of every queue pair.
+  connection->send(MessageType::addresses, encode_addresses(addresses));
+  const auto peer_addresses = decode_addresses(
+      connection->expect(MessageType::addresses, options.timeout, "the peer's addresses").payload,
+      qps.size());
+  in_phase(ExitCode::device, [&] {
+    for (std::size_t i = 0; i < qps.size(); ++i) {
+      qps[i].peer = peer_addresses[i];
+      qps[i].channel.emplace(std::move(*qps[i].prepared).handshake(peer_addresses[i].endpoint));
+      qps[i].prepared.reset();
+    }
+  });
+
+  const RunInfo info = run_info(options, device, mtu, qps);
+  if (!options.json) {
+    std::string text = format_header(info);
+    for (std::size_t i = 0; i < qps.size(); ++i) {
+      text += " local address: " + describe(addresses[i]) + "\n";
+      text += " remote address: " + describe(peer_addresses[i]) + "\n";
+    }
+    text += result_line() + format_column_titles(info);
+    print(text);
+  }
+
+  // Both connected; from here on a broken connection is a failed run.
+  engine::Session session{options, *connection, qps};
+  session.sync();
+  connection->set_failure_code(ExitCode::run_failed);
+
+  std::vector<BwResult> bw_results;
+  std::vector<LatResult> lat_results;
+  for (std::size_t i = 0; i < options.sizes.size(); ++i) {
+    const std::uint64_t size = options.sizes[i];
+    if (options.test.measure == Measure::bw) {
+      bw_results.push_back(engine::run_bw(session, size));
+      if (!options.json) print(format_row(bw_results.back(), options.report_gbits));
+    } else {
+      lat_results.push_back(engine::run_lat(session, size));
+      if (!options.json) print(format_row(lat_results.back()));
+    }
+    if (options.sizes.size() > 1) {
+      std::fputs(format_progress(options.test, size, i + 1, options.sizes.size()).c_str(), stderr);
+    }
+  }
+  if (options.json) {
+    print(options.test.measure == Measure::bw ? format_json(info, bw_results)
+                                              : format_json(info, lat_results));
+  } else {
+    print(result_line());
+  }
+  return static_cast<int>(ExitCode::ok);
+}
+
+}  // namespace ibvcpp
