@@ -5,36 +5,26 @@
 //
 // The binary is looked up next to this test binary (build/<preset>/bin); the tests skip when it
 // was not built (IBV_BUILD_TOOLS=OFF). Every process runs under a hard timeout.
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
-#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "device_fixture.hpp"
-
-extern char** environ;  // NOLINT(readability-redundant-declaration): for posix_spawn
+#include "support/child_process.hpp"
 
 namespace ibv::test {
 namespace {
@@ -46,145 +36,13 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kProcessTimeout = 45s;  // hard limit for each ibvcpp process
 constexpr auto kListenTimeout = 15s;   // for a server to set up and listen
 
-/// A fresh directory for the logs, removed with everything in it.
-class TemporaryDirectory {
- public:
-  TemporaryDirectory() {
-    std::string pattern = (fs::temp_directory_path() / "ibvcpp_tool.XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
-    }
-    path_ = pattern;
-  }
-  TemporaryDirectory(const TemporaryDirectory&) = delete;
-  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
-  ~TemporaryDirectory() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-/// An ibvcpp process: stdout and stderr to their own files. Killed and reaped by the
-/// destructor if it still runs.
-class Tool {
+/// An ibvcpp process, stdout and stderr to their own files in `logs`, under kProcessTimeout.
+class Tool : public ChildProcess {
  public:
   Tool(std::vector<std::string> argv, const fs::path& logs, const std::string& name)
-      : argv_(std::move(argv)),
-        out_(logs / (name + ".out")),
-        err_(logs / (name + ".err")),
-        started_(Clock::now()) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<char*> args;
-    for (auto& arg : argv_) args.push_back(arg.data());
-    args.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, args.front(), &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      pid_ = -1;
-      spawn_error_ = "posix_spawn failed: " + std::string(std::strerror(rc));
-    }
-  }
-  Tool(const Tool&) = delete;
-  Tool& operator=(const Tool&) = delete;
-  ~Tool() {
-    if (running()) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  bool running() {
-    if (pid_ <= 0 || status_) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) status_ = status;
-    return !status_;
-  }
-
-  /// The exit status once the process ended (nullopt: killed after the timeout, or a signal).
-  std::optional<int> wait() {
-    while (running()) {
-      if (Clock::now() - started_ > kProcessTimeout) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-        timed_out_ = true;
-        pid_ = -1;
-        return std::nullopt;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    ended_ = Clock::now();
-    if (status_ && WIFEXITED(*status_)) return WEXITSTATUS(*status_);
-    return std::nullopt;
-  }
-
-  [[nodiscard]] std::chrono::duration<double> elapsed() const { return ended_ - started_; }
-  [[nodiscard]] std::string out() const { return read_file(out_); }
-  [[nodiscard]] std::string err() const { return read_file(err_); }
-
-  /// The command, how it ended and its output, for failure messages.
-  [[nodiscard]] std::string describe() const {
-    std::string text = "$";
-    for (const auto& arg : argv_) text += " " + arg;
-    text += "\n";
-    if (!spawn_error_.empty()) text += "  (" + spawn_error_ + ")\n";
-    if (timed_out_) text += "  (killed after " + std::to_string(kProcessTimeout.count()) + " s)\n";
-    if (status_ && WIFEXITED(*status_)) {
-      text += "  (exit status " + std::to_string(WEXITSTATUS(*status_)) + ")\n";
-    } else if (status_ && WIFSIGNALED(*status_)) {
-      text += "  (killed by signal " + std::to_string(WTERMSIG(*status_)) + ")\n";
-    }
-    return text + "  stdout:\n" + out() + "  stderr:\n" + err();
-  }
-
- private:
-  std::vector<std::string> argv_;
-  fs::path out_;
-  fs::path err_;
-  Clock::time_point started_;
-  Clock::time_point ended_;
-  pid_t pid_ = -1;
-  std::optional<int> status_;
-  bool timed_out_ = false;
-  std::string spawn_error_;
+      : ChildProcess(std::move(argv), kProcessTimeout, logs / (name + ".out"),
+                     logs / (name + ".err")) {}
 };
-
-/// Whether some socket listens on TCP `port` (IPv4 or IPv6), from /proc/net/tcp{,6}.
-bool is_listening(std::uint16_t port) {
-  std::array<char, 8> suffix{};
-  std::snprintf(suffix.data(), suffix.size(), ":%04X", static_cast<unsigned>(port));
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(table);
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      std::string slot;
-      std::string local;
-      std::string remote;
-      std::string state;
-      fields >> slot >> local >> remote >> state;
-      if (local.ends_with(suffix.data()) && state == "0A") return true;  // 0A: LISTEN
-    }
-  }
-  return false;
-}
 
 bool contains(const std::string& text, std::string_view part) {
   return text.find(part) != std::string::npos;
@@ -235,7 +93,7 @@ class IbvcppTool : public ::testing::Test {
   fs::path tool_;
   std::string device_;
   std::string gid_index_;
-  TemporaryDirectory logs_;
+  TemporaryDirectory logs_{"ibvcpp_tool"};
 };
 
 // --- errors and exit statuses ----------------------------------------------------------------

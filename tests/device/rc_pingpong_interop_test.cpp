@@ -5,24 +5,14 @@
 //
 // The device and GID index come from IBV_TEST_DEVICE and IBV_TEST_GID_INDEX (the testbed sets
 // both); our rc_pingpong is looked up next to this test binary (build/<preset>/bin).
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,8 +20,7 @@
 #include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
-
-extern char** environ;  // NOLINT(readability-redundant-declaration): for posix_spawn
+#include "support/child_process.hpp"
 
 namespace ibv::test {
 namespace {
@@ -46,118 +35,6 @@ constexpr auto kConnectRetryTime = 5s;  // how long a refused client is started 
 const char* const kIters = "200";
 const char* const kSize = "4096";
 
-/// A child process started with posix_spawn, stdout and stderr going to `log`. Killed and
-/// reaped by the destructor if it is still running.
-class ChildProcess {
- public:
-  ChildProcess(std::vector<std::string> argv, fs::path log)
-      : argv_(std::move(argv)), log_(std::move(log)), started_(Clock::now()) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    std::vector<char*> args;
-    for (auto& arg : argv_) args.push_back(arg.data());
-    args.push_back(nullptr);
-    const int rc = posix_spawnp(&pid_, args.front(), &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      pid_ = -1;
-      spawn_error_ = "posix_spawnp failed: " + std::string(std::strerror(rc));
-    }
-  }
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-  ~ChildProcess() {
-    if (running()) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-
-  /// Whether the process is still running (reaps it when it has ended).
-  bool running() {
-    if (pid_ <= 0 || status_) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) status_ = status;
-    return !status_;
-  }
-
-  /// Waits until the process ends or its hard timeout (counted from its start) passes, then
-  /// kills it. Returns its exit code; nullopt when it was killed or died of a signal.
-  std::optional<int> wait() {
-    while (running()) {
-      if (Clock::now() - started_ > kProcessTimeout) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, nullptr, 0);
-        timed_out_ = true;
-        pid_ = -1;
-        return std::nullopt;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    if (status_ && WIFEXITED(*status_)) return WEXITSTATUS(*status_);
-    return std::nullopt;
-  }
-
-  [[nodiscard]] std::string output() const {
-    // rdbuf() into a stringstream: istreambuf_iterator trips GCC 12's -Wnull-dereference at -O2.
-    std::ifstream in(log_);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-
-  /// The command line, how it ended and its output, for failure messages.
-  [[nodiscard]] std::string describe() const {
-    std::string text = "$";
-    for (const auto& arg : argv_) text += " " + arg;
-    text += "\n";
-    if (!spawn_error_.empty()) text += "  (" + spawn_error_ + ")\n";
-    if (timed_out_) {
-      text += "  (killed after " + std::to_string(kProcessTimeout.count()) + " s)\n";
-    } else if (status_ && WIFEXITED(*status_)) {
-      text += "  (exit status " + std::to_string(WEXITSTATUS(*status_)) + ")\n";
-    } else if (status_ && WIFSIGNALED(*status_)) {
-      text += "  (killed by signal " + std::to_string(WTERMSIG(*status_)) + ")\n";
-    }
-    return text + output();
-  }
-
- private:
-  std::vector<std::string> argv_;
-  fs::path log_;
-  Clock::time_point started_;
-  pid_t pid_ = -1;
-  std::optional<int> status_;  // waitpid status once the process has ended
-  bool timed_out_ = false;
-  std::string spawn_error_;
-};
-
-/// Whether some socket listens on TCP `port` (IPv4 or IPv6), from /proc/net/tcp{,6}: a test
-/// connection would be taken by the server for its client.
-bool is_listening(std::uint16_t port) {
-  std::array<char, 8> suffix{};
-  std::snprintf(suffix.data(), suffix.size(), ":%04X", static_cast<unsigned>(port));
-  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(table);
-    std::string line;
-    std::getline(in, line);  // header
-    while (std::getline(in, line)) {
-      std::istringstream fields(line);
-      std::string slot;
-      std::string local;
-      std::string remote;
-      std::string state;
-      fields >> slot >> local >> remote >> state;
-      if (local.ends_with(suffix.data()) && state == "0A") return true;  // 0A: LISTEN
-    }
-  }
-  return false;
-}
-
 std::optional<fs::path> find_on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   std::istringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
@@ -168,28 +45,6 @@ std::optional<fs::path> find_on_path(const std::string& name) {
   }
   return std::nullopt;
 }
-
-/// A fresh directory for the logs, removed with everything in it.
-class TemporaryDirectory {
- public:
-  TemporaryDirectory() {
-    std::string pattern = (fs::temp_directory_path() / "rc_pingpong_interop.XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
-    }
-    path_ = pattern;
-  }
-  TemporaryDirectory(const TemporaryDirectory&) = delete;
-  TemporaryDirectory& operator=(const TemporaryDirectory&) = delete;
-  ~TemporaryDirectory() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 class RcPingpongInterop : public ::testing::Test {
  protected:
@@ -235,8 +90,9 @@ class RcPingpongInterop : public ::testing::Test {
   void run_pingpong(const fs::path& server_program, const fs::path& client_program,
                     std::uint16_t port) {
     ASSERT_FALSE(is_listening(port)) << "TCP port " << port << " is already in use";
-    const TemporaryDirectory logs;
-    ChildProcess server(command(server_program, port, false), logs.path() / "server.log");
+    const TemporaryDirectory logs("rc_pingpong_interop");
+    ChildProcess server(command(server_program, port, false), kProcessTimeout,
+                        logs.path() / "server.log");
 
     const auto listen_deadline = Clock::now() + kListenTimeout;
     while (!is_listening(port) && server.running() && Clock::now() < listen_deadline) {
@@ -252,11 +108,11 @@ class RcPingpongInterop : public ::testing::Test {
     std::optional<int> client_status;
     const auto retry_deadline = Clock::now() + kConnectRetryTime;
     for (int attempt = 1;; ++attempt) {
-      client.emplace(command(client_program, port, true),
+      client.emplace(command(client_program, port, true), kProcessTimeout,
                      logs.path() / ("client" + std::to_string(attempt) + ".log"));
       client_status = client->wait();
       const bool refused =
-          client_status != 0 && client->output().find("ouldn't connect to") != std::string::npos;
+          client_status != 0 && client->out().find("ouldn't connect to") != std::string::npos;
       if (!refused || !server.running() || Clock::now() > retry_deadline) break;
       std::this_thread::sleep_for(200ms);
     }
@@ -266,7 +122,7 @@ class RcPingpongInterop : public ::testing::Test {
         "---- server ----\n" + server.describe() + "---- client ----\n" + client->describe();
     EXPECT_EQ(server_status, 0) << both;
     EXPECT_EQ(client_status, 0) << both;
-    for (const std::string& output : {server.output(), client->output()}) {
+    for (const std::string& output : {server.out(), client->out()}) {
       EXPECT_NE(output.find(" bytes in "), std::string::npos) << both;
       EXPECT_EQ(output.find("invalid data"), std::string::npos) << both;
     }

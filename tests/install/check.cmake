@@ -4,6 +4,7 @@
 # 2. configure, build and run tests/install/ against it via CMAKE_PREFIX_PATH (find_package)
 # 3. compile and run the same main.cpp with `pkg-config --cflags --libs ibverbs-cpp`
 # 4. check that the private dependency nlohmann_json leaks into neither package file
+# 5. if IBV_EXPECT_TOOL (the build has the ibvcpp tool): the installed bin/ibvcpp runs
 # Any failing step stops the script with FATAL_ERROR (non-zero exit).
 cmake_minimum_required(VERSION 3.25)
 
@@ -111,5 +112,15 @@ foreach(f IN LISTS package_files)
                         "dependency that consumers must not need")
   endif()
 endforeach()
+
+# --- the installed tool runs (it finds the installed library through its RPATH) -----------
+if(IBV_EXPECT_TOOL)
+  step("running the installed ${prefix}/bin/ibvcpp --help")
+  run("${prefix}/bin/ibvcpp" --help)
+  if(NOT run_output MATCHES "ibvcpp perf")
+    message(FATAL_ERROR "install_consumer: FAILED: the installed ibvcpp --help printed: "
+                        "${run_output}")
+  endif()
+endif()
 
 message(STATUS "install_consumer: OK (CMake package and pkg-config consumers both built and ran)")
