@@ -1,14 +1,19 @@
 // Entry point of the device tests: names the RDMA device under test before running, so a log
-// always says what hardware (or Soft-RoCE) the results came from.
+// always says what hardware (or Soft-RoCE) the results came from, and checks after every test
+// that it left no verbs resources behind (resource_check.hpp).
 #include <cstdio>
 #include <exception>
 
 #include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
+#include "resource_check.hpp"
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
+  // Appended after the default printer: its OnTestEnd runs first, so a leak fails the test
+  // it belongs to.
+  testing::UnitTest::GetInstance()->listeners().Append(new ibv::test::ResourceLeakCheck);
   try {
     const auto context = ibv::test::open_test_device();
     std::printf("[ device   ] %s, GID index %u\n", context.name().c_str(),
