@@ -905,6 +905,39 @@ TEST(ExchangerHostile, ConnectionsThatSayNothingAreIgnored) {
   EXPECT_EQ(attack.second->kind(), ErrorKind::connection) << attack.second->what();
 }
 
+TEST(ExchangerHostile, ASilentConnectionKeptOpenDoesNotHoldUpTheExchange) {
+  std::vector<std::uint32_t> from_rank0;
+  std::optional<Socket> silent;
+  const Attack attack = attack_rank(2, 1, [&](const NetworkConfig& config) {
+    silent.emplace(connect_to(config.host(1).port));  // connects, never says a word, stays open
+    Exchanger rank0(config, 0, test_options());
+    const auto all = rank0.exchange_bytes(pattern(5, 0));
+    from_rank0.assign(1, static_cast<std::uint32_t>(all.at(1).size()));
+  });
+  EXPECT_FALSE(attack.exchange.error.has_value()) << attack.exchange.error->what();
+  EXPECT_LT(attack.exchange.elapsed, kPrompt) << "the silent connection held the exchange up";
+  EXPECT_EQ(from_rank0, std::vector<std::uint32_t>{10});  // the victim's 10 bytes arrived
+}
+
+TEST(ExchangerHostile, AHelloSentOneByteASecondDoesNotStallPastTheTimeout) {
+  // A client dribbles a valid hello, a byte a second, for longer than the exchange's timeout:
+  // the exchange must end when its own deadline passes, not when the client gives up.
+  const auto dribble_for = kTimeout + 2000ms;
+  const Attack attack = attack_rank(2, 1, [&](const NetworkConfig& config) {
+    const Socket client = connect_to(config.host(1).port);
+    const Bytes whole = hello(0, 2);
+    const auto until = Clock::now() + dribble_for;
+    for (std::size_t i = 0; i < whole.size() && Clock::now() < until; ++i) {
+      send_all(client, std::span(whole).subspan(i, 1));
+      std::this_thread::sleep_for(1000ms);
+    }
+  });
+  EXPECT_TRUE(has_error(attack.exchange, ErrorKind::timeout,
+                        {"timed out after " + std::to_string(kTimeout.count()) + " ms"}));
+  EXPECT_GE(attack.exchange.elapsed, kTimeout - 50ms);
+  EXPECT_LT(attack.exchange.elapsed, kTimeout + 1000ms) << "held up by the slow client";
+}
+
 // --- hostile acceptors (this rank dials them) -------------------------------------------------
 
 TEST(ExchangerHostile, AnAcceptorThatSendsGarbageIsRejected) {
