@@ -1,10 +1,12 @@
 // Device tests of every work request between two connected QPs, data checked byte by byte:
 // send, receive, RDMA write and read, immediates, 3-element scatter/gather, inline, unsignaled,
-// batched posting and polling; and the failures a user meets (wrong rkey, short receive
-// buffer, requests that do not fit their QP or remote region).
+// batched posting and polling; and the failures a user meets (wrong rkey, a region
+// deregistered under the writer, short receive buffer, requests that do not fit their QP or
+// remote region).
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -280,6 +282,28 @@ TEST_F(Operations, WrongRemoteKeyIsARemoteAccessError) {
   const WorkError error(done);
   EXPECT_EQ(error.kind(), ErrorKind::permission);
   EXPECT_NE(std::string(error.what()).find("remote_access_error"), std::string::npos);
+}
+
+TEST_F(Operations, WriteToADeregisteredRegionIsARemoteAccessErrorAndChangesNothing) {
+  // The peer hands out a region, the writer uses it once, then the peer deregisters it while
+  // the writer still holds its remote form: the next write must fail, not land.
+  std::vector<std::byte> target(4096);
+  std::optional<MemoryRegion> target_mr =
+      pd.register_remote_accessible(target, RemoteAccess::all());
+  const RemoteMemoryRegion stale = target_mr->remote();
+  fill_pattern(a_bytes().first(64), 5);
+  const std::array data{mr_a.gather(std::span<const std::byte>(a_bytes().first(64)))};
+  a->post_write(1, data, stale);
+  ASSERT_TRUE(poll_one(cq_a).ok());
+  ASSERT_TRUE(same(a_bytes().first(64), std::span(target).first(64)));
+
+  target_mr.reset();  // ibv_dereg_mr: the rkey is dead from here on
+  std::fill(target.begin(), target.end(), std::byte{0});
+  fill_pattern(a_bytes().first(64), 6);
+  a->post_write(2, data, stale);
+  const auto done = poll_one(cq_a);
+  EXPECT_EQ(done.status(), WorkStatus::remote_access_error) << done.to_string();
+  EXPECT_TRUE(all_zero(target)) << "a write through a deregistered region's key landed";
 }
 
 TEST_F(Operations, WriteToALocalOnlyRegionIsARemoteAccessError) {
