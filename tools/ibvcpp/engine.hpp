@@ -121,6 +121,34 @@ class Heartbeat {
   std::int64_t last_;
 };
 
+/// Watches a busy-polling loop for a silent peer without reading the clock on every turn:
+/// stalled() reads it once every `check_mask + 1` turns (a power of two), and is true once
+/// no progress() has come for `timeout_ns`, counted from the first reading after the last
+/// progress.
+class StallWatch {
+ public:
+  StallWatch(std::int64_t timeout_ns, std::uint32_t check_mask) noexcept
+      : timeout_ns_(timeout_ns), check_mask_(check_mask) {}
+  /// Something arrived: the silence starts again.
+  void progress() noexcept { since_ = 0; }
+  /// Call once per turn of the loop.
+  [[nodiscard]] bool stalled() noexcept {
+    if ((++turns_ & check_mask_) != 0) return false;
+    const std::int64_t now = now_ns();
+    if (since_ == 0) {
+      since_ = now;
+      return false;
+    }
+    return now - since_ > timeout_ns_;
+  }
+
+ private:
+  std::int64_t timeout_ns_;
+  std::uint32_t check_mask_;
+  std::uint32_t turns_ = 0;
+  std::int64_t since_ = 0;  // the first clock reading since the last progress (0: none yet)
+};
+
 /// A failure while requests are in flight: prints `message` and ends the process with status 1
 /// at once. Unwinding would destroy PendingWork handles whose requests may never complete (a
 /// stalled peer), each waiting for its completion and logging: the kernel tears the queue pairs

@@ -179,8 +179,7 @@ BwResult send_server_loop(Session& session, std::uint64_t size) {
     }
     session.sync();
     const std::int64_t start = now_ns();
-    std::int64_t last_progress = start;
-    std::uint32_t spins = 0;
+    StallWatch watch(session.timeout_ns(), 0x3ffU);
     while (total_received < total) {
       for (auto& r : receivers) {
         if (r.received == r.posted_count) continue;
@@ -193,18 +192,13 @@ BwResult send_server_loop(Session& session, std::uint64_t size) {
         if (r.posted_count < iterations) {
           r.posted.put(r.posted_count++, r.channel->post_receive(r.into));
         }
-        last_progress = 0;
+        watch.progress();
       }
-      if ((++spins & 0x3ffU) == 0) {
-        const std::int64_t now = now_ns();
-        if (last_progress == 0) {
-          last_progress = now;
-        } else if (now - last_progress > session.timeout_ns()) {
-          throw ToolError(ExitCode::run_failed,
-                          "no message for " + std::to_string(options.timeout.count()) +
-                              " s after " + std::to_string(total_received) + " of " +
-                              std::to_string(total) + " (is the client alive?)");
-        }
+      if (watch.stalled()) {
+        throw ToolError(ExitCode::run_failed,
+                        "no message for " + std::to_string(options.timeout.count()) + " s after " +
+                            std::to_string(total_received) + " of " + std::to_string(total) +
+                            " (is the client alive?)");
       }
     }
     const BwResult own{size, total, average_bandwidth(start, now_ns(), size, total)};

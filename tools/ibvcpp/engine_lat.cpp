@@ -15,20 +15,18 @@
 namespace ibvcpp::engine {
 namespace {
 
+/// The clock is read once every 4096 turns of a waiting loop.
+constexpr std::uint32_t kCheckMask = 0xfffU;
+
 /// The counter a side writes into the last byte of its message number `n` (1-based).
 std::byte counter(std::uint64_t n) noexcept { return static_cast<std::byte>(n & 0xffU); }
 
 /// Spins until `cell` holds `expected`; a peer silent for the timeout is a run failure.
 void await_byte(const std::atomic_ref<std::byte>& cell, std::byte expected, const Session& session,
                 std::uint64_t received) {
-  std::uint32_t spins = 0;
-  std::int64_t since = 0;
+  StallWatch watch(session.timeout_ns(), kCheckMask);
   while (cell.load(std::memory_order_acquire) != expected) {
-    if ((++spins & 0xfffU) != 0) continue;
-    const std::int64_t now = now_ns();
-    if (since == 0) {
-      since = now;
-    } else if (now - since > session.timeout_ns()) {
+    if (watch.stalled()) {
       throw ToolError(ExitCode::run_failed,
                       "no RDMA write from the peer for " +
                           std::to_string(session.options.timeout.count()) + " s after " +
@@ -42,18 +40,13 @@ void await_byte(const std::atomic_ref<std::byte>& cell, std::byte expected, cons
 /// clock read, unlike PendingWork::wait()); a failed completion throws ibv::WorkError, no
 /// completion within the timeout a ToolError.
 void await(ibv::PendingWork& work, const Session& session, std::string_view what) {
-  std::uint32_t spins = 0;
-  std::int64_t since = 0;
+  StallWatch watch(session.timeout_ns(), kCheckMask);
   while (true) {
     if (const auto done = work.poll()) {
       if (!done->ok()) throw ibv::WorkError(*done, what);
       return;
     }
-    if ((++spins & 0xfffU) != 0) continue;
-    const std::int64_t now = now_ns();
-    if (since == 0) {
-      since = now;
-    } else if (now - since > session.timeout_ns()) {
+    if (watch.stalled()) {
       throw ToolError(ExitCode::run_failed, "no completion of " + std::string(what) + " for " +
                                                 std::to_string(session.options.timeout.count()) +
                                                 " s (is the peer alive?)");
