@@ -1,15 +1,34 @@
 // Entry point of the device tests: names the RDMA device under test before running, so a log
 // always says what hardware (or Soft-RoCE) the results came from, and checks after every test
-// that it left no verbs resources behind (resource_check.hpp).
+// that it left no verbs resources behind (resource_check.hpp). `--child-role NAME ARGS...` runs
+// a registered child role instead of the tests (child_role.hpp).
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "child_role.hpp"
 #include "device_fixture.hpp"
 #include "resource_check.hpp"
 
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "--child-role") == 0) {
+    const auto role = ibv::test::child_roles().find(argv[2]);
+    if (role == ibv::test::child_roles().end()) {
+      std::fprintf(stderr, "no child role '%s' in this binary\n", argv[2]);
+      return 2;
+    }
+    const std::vector<std::string> args(argv + 3, argv + argc);
+    try {
+      return role->second(args);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "child role '%s' failed: %s\n", argv[2], error.what());
+      return 1;
+    }
+  }
   testing::InitGoogleTest(&argc, argv);
   // Appended after the default printer: its OnTestEnd runs first, so a leak fails the test
   // it belongs to.

@@ -144,6 +144,12 @@ class ChildProcess {
     return !status_;
   }
 
+  /// Sends `signal` (SIGKILL by default) to the process if it still runs; wait() then reports
+  /// how it ended.
+  void kill(int signal = SIGKILL) {
+    if (running()) ::kill(pid_, signal);
+  }
+
   /// Waits until the process ends or its timeout (counted from its start) passes, then kills
   /// it. Returns its exit code; nullopt when it was killed, died of a signal or never started.
   std::optional<int> wait() {
