@@ -32,6 +32,7 @@
 #include "device/device_fixture.hpp"
 #include "multi_host.hpp"
 #include "support/error_matchers.hpp"
+#include "test_rank.hpp"
 
 namespace ibv::test {
 namespace {
@@ -48,39 +49,6 @@ std::size_t barrier_rounds() {
   const char* text = std::getenv("IBV_TEST_BARRIER_ROUNDS");
   return text != nullptr && *text != '\0' ? std::stoul(text) : 1000;
 }
-
-/// One rank, connected: its exchanger (kept for later exchanges), device and Node.
-struct Rank {
-  explicit Rank(std::chrono::milliseconds exchange_timeout = 60s)
-      : exchanger(world().config(world().fresh_port_offset()), world().rank(),
-                  {.timeout = exchange_timeout}),
-        context(world().open_device()),
-        pd(context),
-        node(build(pd)) {}
-
-  static MultiHost& world() { return multi_host(); }
-
-  net::Node build(const ProtectionDomain& domain) {
-    QueuePairSettings settings;
-    if (world().gid_index()) settings.gid_index = *world().gid_index();
-    return net::NodeBuilder(domain, exchanger.config(), world().rank())
-        .queue_pair(settings)
-        .barrier_timeout(60s)
-        .timeouts({.operation = 30s, .drop = 30s})
-        .build()
-        .connect(exchanger);
-  }
-
-  /// Every rank's region, tagged with its rank.
-  std::vector<PeerRemoteMemoryRegion> exchange(const MemoryRegion& mr) {
-    return tag_with_ranks(exchanger.exchange(mr.remote()));
-  }
-
-  net::Exchanger exchanger;
-  Context context;
-  ProtectionDomain pd;
-  net::Node node;
-};
 
 constexpr std::size_t kChunk = 1024;
 
