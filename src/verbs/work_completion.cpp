@@ -64,7 +64,9 @@ std::string_view explain(WorkStatus status) noexcept {
     case WorkStatus::rnr_retry_exceeded:
       return "the peer had no receive posted, through all RNR retries";
     case WorkStatus::local_qp_operation_error:
-      return "the local QP could not execute the request (e.g. inline data too long)";
+      return "the local QP could not execute the request: inline data too long, or (on RoCE) "
+             "the packet could not be sent: the port's netdev is down or has no route to the "
+             "peer";
     case WorkStatus::local_access_error: return "a local memory access was not permitted";
     case WorkStatus::bad_response: return "the peer sent an unexpected transport response";
     case WorkStatus::fatal: return "the device reported a fatal error";

@@ -192,6 +192,8 @@ TEST(WorkStatus, CommonErrorsAreExplained) {
   }
   EXPECT_TRUE(contains(ibv::explain(ibv::WorkStatus::remote_access_error), "rkey"));
   EXPECT_TRUE(contains(ibv::explain(ibv::WorkStatus::rnr_retry_exceeded), "receive"));
+  // What rxe reports when its netdev goes down under traffic (tests/device/fault_test.cpp).
+  EXPECT_TRUE(contains(ibv::explain(ibv::WorkStatus::local_qp_operation_error), "netdev is down"));
 }
 
 TEST(WorkStatus, EveryErrorHasSomeExplanation) {
