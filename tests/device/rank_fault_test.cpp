@@ -535,6 +535,8 @@ void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim) 
       algorithm_name.c_str(), victim, kTestRank, fault.elapsed_ms, fault.kind.c_str(),
       worlds.survivor, milliseconds_between(killed_at, child->at_ns), child->elapsed_ms,
       child->kind.c_str());
+  std::printf("[ messages ] rank %u: %s\n[ messages ] rank %u: %s\n", kTestRank, fault.what.c_str(),
+              worlds.survivor, child->what.c_str());
 }
 
 TEST(RankFaultBarrier, CentralizedLeaderKilled) {
@@ -612,6 +614,8 @@ void kill_a_rank_in_the_exchange(const std::string& mode, std::uint32_t victim) 
       mode.c_str(), victim, kTestRank, milliseconds_between(died_at, fault.at_ns),
       fault.kind.c_str(), worlds.survivor, milliseconds_between(died_at, child->at_ns),
       child->kind.c_str());
+  std::printf("[ messages ] rank %u: %s\n[ messages ] rank %u: %s\n", kTestRank, fault.what.c_str(),
+              worlds.survivor, child->what.c_str());
 }
 
 TEST(RankFaultExchange, ARankThatDiesAfterItsHelloBeforeItsDataIsNamed) {
