@@ -133,9 +133,11 @@ std::filesystem::path write_config(const std::filesystem::path& path,
 /// Rank `rank` of `config`, connected over `exchanger`, every barrier by `algorithm`.
 net::Node connect_rank(const net::NetworkConfig& config, std::uint32_t rank, const Context& context,
                        const ProtectionDomain& pd, net::Exchanger& exchanger,
-                       BarrierAlgorithm algorithm) {
+                       BarrierAlgorithm algorithm,
+                       RetryCount retries = RetryCount::default_value()) {
   QueuePairSettings settings;
   settings.gid_index = test_gid_index(context);
+  settings.retry_count = retries;
   return net::NodeBuilder(pd, config, rank)
       .queue_pair(settings)
       .barrier_algorithm(algorithm)
@@ -477,7 +479,13 @@ void expect_child_survived(ChildProcess& child, const std::string& expected_kind
 /// is already in the next barrier, then enters that barrier itself. Both survivors' barriers
 /// must fail with a typed ibv::Error within their timeout and poison the Node; then the two
 /// build a new world.
-void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim) {
+///
+/// With the default retry count a signal to the dead rank never fails on Soft-RoCE (see
+/// kDropTimeout), so the barriers time out. With `finite_retries` this process's queue pairs
+/// retry 6 times: its signal to the dead rank then fails (retry exceeded) well before the
+/// barrier's timeout, and the barrier must say so (driver error naming the rank).
+void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim,
+                              bool finite_retries = false) {
   const Worlds worlds(victim);
   const std::string algorithm_name(to_string(algorithm));
   const auto& dir = worlds.directory.path();
@@ -499,7 +507,8 @@ void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim) 
     net::Exchanger exchanger(worlds.old_world, kTestRank, {.timeout = kBuildTimeout});
     const Context context = open_device(worlds.device);
     const ProtectionDomain pd(context);
-    net::Node node = connect_rank(worlds.old_world, kTestRank, context, pd, exchanger, algorithm);
+    net::Node node = connect_rank(worlds.old_world, kTestRank, context, pd, exchanger, algorithm,
+                                  finite_retries ? RetryCount(6) : RetryCount::default_value());
     for (int i = 0; i < kBarriersBefore; ++i) node.barrier();
     ASSERT_TRUE(wait_for_line(victim_process, "PARKED")) << victim_process.describe();
     victim_process.kill();
@@ -507,17 +516,26 @@ void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim) 
     killed_at = now_ns();
 
     const auto start = Clock::now();
-    const auto error = error_of([&] { node.barrier(); });
+    // Room for 7 retransmissions of 67 ms each (AckTimeout 14), many times over.
+    const auto timeout = finite_retries ? 3 * kBarrierTimeout : kBarrierTimeout;
+    const auto error = error_of([&] { node.barrier({.timeout = timeout}); });
     fault.at_ns = now_ns();
     fault.elapsed_ms = milliseconds_since(start);
     ASSERT_TRUE(error) << "the barrier passed without rank " << victim;
     fault.kind = to_string(error->kind());
     fault.what = error->what();
-    EXPECT_TRUE(error->kind() == ErrorKind::timeout || error->kind() == ErrorKind::driver)
-        << fault.what;
+    if (finite_retries) {
+      EXPECT_EQ(error->kind(), ErrorKind::driver) << fault.what;
+      EXPECT_NE(fault.what.find("signal to rank " + std::to_string(victim) + " failed"),
+                std::string::npos)
+          << fault.what;
+    } else {
+      EXPECT_TRUE(error->kind() == ErrorKind::timeout || error->kind() == ErrorKind::driver)
+          << fault.what;
+    }
     EXPECT_NE(fault.what.find(algorithm_name + " barrier"), std::string::npos) << fault.what;
     // An upper bound on the wait, not a speed test: the timeout plus slack for emulation.
-    EXPECT_LT(fault.elapsed_ms, static_cast<double>((kBarrierTimeout + 10s).count()));
+    EXPECT_LT(fault.elapsed_ms, static_cast<double>((timeout + 10s).count()));
     EXPECT_TRUE(node.barrier_poisoned());
     EXPECT_TRUE(ibv_test::throws_error(ErrorKind::state, [&] { node.barrier(); },
                                        {"poisoned", fault.what}));
@@ -550,6 +568,9 @@ TEST(RankFaultBarrier, BinaryTreeRootKilled) {
 }
 TEST(RankFaultBarrier, BinaryTreeLeafKilled) {
   kill_a_rank_in_a_barrier(BarrierAlgorithm::binary_tree, 2);
+}
+TEST(RankFaultBarrier, CentralizedLeaderKilledSignalFailsWithFiniteRetries) {
+  kill_a_rank_in_a_barrier(BarrierAlgorithm::centralized, 0, /*finite_retries=*/true);
 }
 TEST(RankFaultBarrier, DisseminationRank0Killed) {
   kill_a_rank_in_a_barrier(BarrierAlgorithm::dissemination, 0);
