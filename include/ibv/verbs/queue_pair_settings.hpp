@@ -51,7 +51,11 @@ class AckTimeout {
 };
 
 /// How often a request is retransmitted after an ACK timeout before it fails with
-/// retry_exceeded: 0..7 (7 is seven retries, not infinite).
+/// retry_exceeded: 0..7 (7 is seven retries, not infinite, by the InfiniBand specification).
+/// Soft-RoCE (rxe) differs: it takes 7 as "retry forever", so there a request to a peer that
+/// has gone (its process killed, its queue pair destroyed) never completes unless the count
+/// is at most 6; it only ends by the caller's timeout, and a handle dropped on it waits the
+/// channel's drop timeout. Choose 6 or less to see such a peer fail as retry_exceeded there.
 class RetryCount {
  public:
   /// Throws ibv::Error (invalid_argument) above 7.
