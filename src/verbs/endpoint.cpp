@@ -81,6 +81,13 @@ Endpoint Endpoint::from_bytes(std::span<const std::byte> bytes) {
                                     std::to_string(std::to_integer<int>(bytes[0])) +
                                     " (this library speaks version 1)");
   }
+  // Reserved for a later version: a sender of this version writes zero, so anything else is
+  // not an endpoint of ours (and would be lost by a re-encode).
+  if (bytes[1] != std::byte{0}) {
+    bad("Endpoint::from_bytes", "the reserved byte is " +
+                                    std::to_string(std::to_integer<int>(bytes[1])) +
+                                    " instead of zero");
+  }
   Endpoint endpoint;
   endpoint.lid = static_cast<std::uint16_t>(detail::get_big_endian(&bytes[2], 2));
   const auto qpn = detail::get_big_endian(&bytes[4], 4);

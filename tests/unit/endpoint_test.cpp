@@ -290,6 +290,19 @@ TEST(EndpointBytes, RejectsUnknownVersions) {
   }
 }
 
+// Found by fuzz/exchange_message_fuzzer (fuzz/regressions/exchange_message/
+// endpoint-reserved-byte): the reserved byte was ignored, so from_bytes accepted 255 byte strings
+// for one endpoint and a re-encode silently changed them.
+TEST(EndpointBytes, RejectsANonZeroReservedByte) {
+  for (const int reserved : {1, 4, 0x80, 0xFF}) {
+    auto bytes = sample().to_bytes();
+    bytes[1] = static_cast<std::byte>(reserved);
+    EXPECT_TRUE(throws_invalid_argument([&bytes] { (void)ibv::Endpoint::from_bytes(bytes); },
+                                        {"reserved byte", std::to_string(reserved)}))
+        << reserved;
+  }
+}
+
 TEST(EndpointBytes, RejectsQpnWithBitsAbove24) {
   for (const int top : {0x01, 0x80, 0xFF}) {
     auto bytes = sample().to_bytes();

@@ -34,8 +34,9 @@ struct Endpoint {
   [[nodiscard]] static Endpoint from_json(std::string_view json);
 
   [[nodiscard]] std::array<std::byte, kWireSize> to_bytes() const noexcept;
-  /// Parses to_bytes(). Throws ibv::Error (invalid_argument) for a wrong size, an unknown
-  /// version or out-of-range fields.
+  /// Parses to_bytes(); accepts exactly the bytes to_bytes() makes. Throws ibv::Error
+  /// (invalid_argument) for a wrong size, an unknown version, a non-zero reserved byte or
+  /// out-of-range fields.
   [[nodiscard]] static Endpoint from_bytes(std::span<const std::byte> bytes);
 
   /// "QPN 0x00012a LID 0 GID ::ffff:10.0.2.15 PSN 0x3f2a1b".
