@@ -3,6 +3,7 @@
 #   make demo      install deps, build (ci preset), run the examples (here or in the testbed)
 #   make test      install deps, build (ci preset, -Werror), run unit, install, lint, device and multi-host tests
 #   make build     install deps, configure and build (PRESET=ci by default: dev, ci, release)
+#   make fuzz      build the libFuzzer targets (clang-14) and fuzz each for SECONDS (default 300)
 #   make lint      clang-format --dry-run -Werror and clang-tidy over include/ src/ tests/ examples/
 #   make format    apply clang-format in place
 #   make install   build and install to PREFIX (default /usr/local)
@@ -18,10 +19,10 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # cmake runs its own make: keep ours (flags, jobserver, "Entering directory") out of it.
 CMAKE := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
 
-.PHONY: help deps configure build test demo lint format install clean
+.PHONY: help deps configure build test demo fuzz lint format install clean
 
 help:
-	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,11p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@scripts/install-deps
@@ -37,6 +38,9 @@ test: build
 
 demo: build
 	scripts/demo $(BUILD_DIR)
+
+fuzz: deps
+	scripts/fuzz $(SECONDS)
 
 # clang-tidy reads build/ci/compile_commands.json, whatever PRESET is.
 lint: deps
