@@ -3,7 +3,7 @@
 #   make demo      install deps, build (ci preset), run the examples (here or in the testbed)
 #   make test      install deps, build (ci preset, -Werror), run unit, install, lint, device and multi-host tests
 #   make build     install deps, configure and build (PRESET=ci by default: dev, ci, release)
-#   make fuzz      build the libFuzzer targets (clang-14) and fuzz each for SECONDS (default 300)
+#   make fuzz      build the libFuzzer targets (clang-14) and fuzz each for FUZZ_SECONDS (default 300)
 #   make lint      clang-format --dry-run -Werror and clang-tidy over include/ src/ tests/ examples/
 #   make format    apply clang-format in place
 #   make install   build and install to PREFIX (default /usr/local)
@@ -40,7 +40,7 @@ demo: build
 	scripts/demo $(BUILD_DIR)
 
 fuzz: deps
-	scripts/fuzz $(SECONDS)
+	scripts/fuzz $(FUZZ_SECONDS)
 
 # clang-tidy reads build/ci/compile_commands.json, whatever PRESET is.
 lint: deps
