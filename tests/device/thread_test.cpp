@@ -96,7 +96,7 @@ QueuePairSettings thread_test_settings(const Context& context) {
   return settings;
 }
 
-/// One end of a stream: a channel and the registered buffer it uses.
+/// One end of a stream: a channel and the part of a registered buffer it uses.
 struct Side {
   Channel& channel;
   const MemoryRegion& mr;
@@ -112,8 +112,10 @@ struct Side {
                                                       std::size_t length) const {
     return {mr.scatter(area(offset, length))};
   }
+  /// The peer's view of area(offset, length) (`bytes` may start anywhere inside `mr`).
   [[nodiscard]] RemoteMemoryRegion remote(std::size_t offset, std::size_t length) const {
-    return mr.remote().sub_region(offset, length);
+    const auto start = static_cast<std::size_t>(bytes.data() - mr.bytes().data());
+    return mr.remote().sub_region(start + offset, length);
   }
 };
 
