@@ -2,12 +2,12 @@
 #include "ibv/channel/channel.hpp"
 
 #include <cerrno>
-#include <limits>
 #include <string>
 #include <utility>
 
 #include "channel/channel_core.hpp"
 #include "ibv/verbs/error.hpp"
+#include "verbs/queue_pair_resolve.hpp"
 
 namespace ibv {
 namespace {
@@ -37,23 +37,39 @@ ChannelBuilder& ChannelBuilder::completion_queue_size(int entries) noexcept {
 }
 
 PreparedChannel ChannelBuilder::build() const {
-  if (timeouts_.operation.count() <= 0 || timeouts_.drop.count() <= 0) {
-    throw_invalid_argument("ChannelBuilder::build", "timeouts", "must be positive");
+  constexpr std::string_view kOperation = "ChannelBuilder::build";
+  if (timeouts_.operation.count() <= 0) {
+    throw_invalid_argument(
+        kOperation, "timeouts.operation " + std::to_string(timeouts_.operation.count()) + " ms",
+        "is not positive");
   }
+  if (timeouts_.drop.count() <= 0) {
+    throw_invalid_argument(kOperation,
+                           "timeouts.drop " + std::to_string(timeouts_.drop.count()) + " ms",
+                           "is not positive");
+  }
+  // Every queue pair setting is checked against the device before anything is created.
+  const Context& context = pd_.context();
+  const auto resolved = detail::resolve_queue_pair(context, qp_, kOperation);
   // One CQ for both queues, with room for every request that can be in flight at once.
   const auto entries = std::uint64_t{qp_.max_send_wr.value()} + qp_.max_recv_wr.value();
-  if (entries > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-    throw_invalid_argument("ChannelBuilder::build", "max_send_wr + max_recv_wr",
-                           "does not fit a completion queue");
-  }
   if (cq_size_ && std::cmp_less(*cq_size_, entries)) {
-    throw_invalid_argument("ChannelBuilder::build",
-                           "completion_queue_size " + std::to_string(*cq_size_),
+    throw_invalid_argument(kOperation, "completion_queue_size " + std::to_string(*cq_size_),
                            "is less than max_send_wr + max_recv_wr = " + std::to_string(entries) +
                                ", so the queue could overflow");
   }
-  CompletionQueue cq(pd_.context(), cq_size_.value_or(static_cast<int>(entries)));
-  PreparedQueuePair qp = QueuePairBuilder(pd_, cq, cq).settings(qp_).build();
+  const auto max_cqe = context.query_device().max_cqe;
+  if (cq_size_ && *cq_size_ > max_cqe) {
+    throw_invalid_argument(kOperation, "completion_queue_size " + std::to_string(*cq_size_),
+                           "exceeds the device's max_cqe of " + std::to_string(max_cqe));
+  }
+  if (!cq_size_ && std::cmp_greater(entries, max_cqe)) {
+    throw_invalid_argument(kOperation, "max_send_wr + max_recv_wr = " + std::to_string(entries),
+                           "exceeds the device's max_cqe of " + std::to_string(max_cqe) +
+                               ": the channel's completion queue must hold both queues");
+  }
+  CompletionQueue cq(context, cq_size_.value_or(static_cast<int>(entries)));
+  PreparedQueuePair qp = QueuePairBuilder(pd_, cq, cq).settings(resolved.settings).build();
   return {std::move(qp), std::move(cq), timeouts_};
 }
 
@@ -74,6 +90,16 @@ const ProtectionDomain& Channel::protection_domain() const noexcept {
 const ChannelTimeouts& Channel::timeouts() const noexcept { return core_->timeouts(); }
 
 namespace {
+
+/// Throws unless a blocking call's own timeout is positive; called before anything is posted, so
+/// a bad timeout never leaves an orphaned request behind.
+void check_timeout(const Channel::Timeout& timeout, std::string_view operation) {
+  if (timeout && timeout->count() <= 0) {
+    throw_invalid_argument("Channel::" + std::string(operation),
+                           "timeout " + std::to_string(timeout->count()) + " ns",
+                           "is not positive; nothing was posted");
+  }
+}
 
 /// Waits for `wr_id` as a blocking call does: the completion, WorkError if it failed, and on
 /// timeout an Error after orphaning the request.
@@ -137,23 +163,27 @@ PendingWork Channel::post_read(std::span<const ScatterElement> into,
 }
 
 WorkCompletion Channel::send(std::span<const GatherElement> data, Timeout timeout) {
+  check_timeout(timeout, "send");
   const auto id = core_->post_send([&](std::uint64_t i) { return SendRequest::send(i, data); }, {});
   return await(*core_, id, timeout, "send");
 }
 
 WorkCompletion Channel::send_with_immediate(std::span<const GatherElement> data,
                                             std::uint32_t immediate, Timeout timeout) {
+  check_timeout(timeout, "send_with_immediate");
   const auto id = core_->post_send(
       [&](std::uint64_t i) { return SendRequest::send_with_immediate(i, data, immediate); }, {});
   return await(*core_, id, timeout, "send_with_immediate");
 }
 
 WorkCompletion Channel::receive(std::span<const ScatterElement> into, Timeout timeout) {
+  check_timeout(timeout, "receive");
   return await(*core_, core_->post_receive(into), timeout, "receive");
 }
 
 WorkCompletion Channel::write(std::span<const GatherElement> data,
                               const RemoteMemoryRegion& destination, Timeout timeout) {
+  check_timeout(timeout, "write");
   const auto id = core_->post_send(
       [&](std::uint64_t i) { return SendRequest::write(i, data, destination); }, {});
   return await(*core_, id, timeout, "write");
@@ -162,6 +192,7 @@ WorkCompletion Channel::write(std::span<const GatherElement> data,
 WorkCompletion Channel::write_with_immediate(std::span<const GatherElement> data,
                                              const RemoteMemoryRegion& destination,
                                              std::uint32_t immediate, Timeout timeout) {
+  check_timeout(timeout, "write_with_immediate");
   const auto id = core_->post_send(
       [&](std::uint64_t i) {
         return SendRequest::write_with_immediate(i, data, destination, immediate);
@@ -172,6 +203,7 @@ WorkCompletion Channel::write_with_immediate(std::span<const GatherElement> data
 
 WorkCompletion Channel::read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
                              Timeout timeout) {
+  check_timeout(timeout, "read");
   const auto id =
       core_->post_send([&](std::uint64_t i) { return SendRequest::read(i, into, source); }, {});
   return await(*core_, id, timeout, "read");

@@ -104,6 +104,7 @@ ChannelCore::Slot& ChannelCore::occupy(std::uint64_t wr_id, State state, bool si
 
 std::uint64_t ChannelCore::post_receive(std::span<const ScatterElement> into) {
   const std::uint64_t id = next_wr_id_++;
+  qp_.check(ReceiveRequest(id, into));  // bad input throws before waiting for room
   wait_for_room(Queue::receive);
   qp_.post_receive(id, into);
   occupy(id, State::receive, true, false);

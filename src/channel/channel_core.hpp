@@ -25,14 +25,16 @@ class ChannelCore {
  public:
   ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts);
 
-  /// Posts the send-queue request `make(wr_id)` builds, under a fresh wr_id, after waiting
-  /// (bounded) for room in the send queue. Returns the wr_id.
+  /// Posts the send-queue request `make(wr_id)` builds, under a fresh wr_id, after checking it
+  /// (QueuePair::check: bad input throws before anything waits or is posted, and leaves the
+  /// channel as it was) and waiting (bounded) for room in the send queue. Returns the wr_id.
   template <typename MakeRequest>
   std::uint64_t post_send(MakeRequest&& make, PostOptions options) {
     const std::uint64_t id = next_wr_id_++;
-    wait_for_room(Queue::send);
     SendRequest request = make(id);
     if (options.inline_data) request.inline_data();
+    qp_.check(request);  // bad input throws before the post waits for room or touches the QP
+    wait_for_room(Queue::send);
     const bool signaled = options.signaled || must_signal();
     if (!signaled) request.unsignaled();
     qp_.post_send(request);

@@ -40,6 +40,11 @@ std::optional<WorkCompletion> PendingWork::poll() {
 }
 
 std::optional<WorkCompletion> PendingWork::wait_for(std::chrono::nanoseconds timeout) {
+  if (timeout.count() < 0) {
+    throw_invalid_argument("PendingWork::wait_for",
+                           "timeout " + std::to_string(timeout.count()) + " ns",
+                           "is negative (0 polls once; the request stays pending)");
+  }
   if (!completion_ && core_) completion_ = core_->wait(wr_id_, timeout);
   if (completion_ && !completion_->ok()) throw WorkError(*completion_, "PendingWork::wait");
   return completion_;

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <string>
+#include <utility>
 
 #include "ibv/verbs/error.hpp"
 #include "multi_channel/peer_batch.hpp"
@@ -38,6 +39,20 @@ MultiChannelBuilder& MultiChannelBuilder::completion_queue_size(int entries) noe
 }
 
 PreparedMultiChannel MultiChannelBuilder::build() const {
+  // One queue pair and one completion queue per peer: a world the device can not hold is
+  // rejected before the first is made (instead of failing, or exhausting memory, midway).
+  const auto& context = channel_.protection_domain().context();
+  const auto device = context.query_device();
+  const std::uint64_t peers = world_size_ - 1;
+  if (std::cmp_greater(peers, device.max_qp) || std::cmp_greater(peers, device.max_cq)) {
+    throw_invalid_argument(
+        "MultiChannelBuilder::build", "world_size " + std::to_string(world_size_),
+        "needs " + std::to_string(peers) +
+            " queue pairs and completion "
+            "queues; " +
+            context.name() + " offers at most max_qp " + std::to_string(device.max_qp) +
+            ", max_cq " + std::to_string(device.max_cq));
+  }
   std::vector<std::optional<PreparedChannel>> channels(world_size_);
   for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
     if (peer != rank_) channels[peer].emplace(channel_.build());
@@ -192,6 +207,10 @@ namespace {
 template <typename PostBatch>
 std::vector<WorkCompletion> complete_batch(const MultiChannel& channels, std::string_view operation,
                                            MultiChannel::Timeout timeout, PostBatch&& post) {
+  if (timeout && timeout->count() <= 0) {
+    throw_invalid_argument(operation, "timeout " + std::to_string(timeout->count()) + " ns",
+                           "is not positive; nothing was posted");
+  }
   detail::ScopeWork work;  // if posting throws midway, its destructor waits for what was posted
   post([&work](std::uint32_t peer, PendingWork posted) { work.keep(std::move(posted), peer); });
   return work.complete_all(operation, timeout.value_or(channels.timeouts().operation));

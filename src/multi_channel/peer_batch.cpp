@@ -14,22 +14,21 @@ std::string element(std::string_view batch, std::size_t index) {
   return std::string(batch) + "[" + std::to_string(index) + "]";
 }
 
-/// Empty if `peer` is a peer of `channels`, else what is wrong with it.
+/// Empty if `peer` is a peer of `channels`, else what is wrong with it (after its name).
 std::string peer_problem(const MultiChannel& channels, std::uint32_t peer) {
   if (peer == channels.rank()) {
-    return "peer " + std::to_string(peer) +
-           " is this rank itself: a MultiChannel has no channel to its own rank";
+    return "is this rank itself: a MultiChannel has no channel to its own rank";
   }
   if (peer >= channels.world_size()) {
-    return "peer " + std::to_string(peer) + " is not a rank: the world size is " +
-           std::to_string(channels.world_size());
+    return "is not a rank: the world size is " + std::to_string(channels.world_size()) +
+           " (ranks 0.." + std::to_string(channels.world_size() - 1) + ")";
   }
   return {};
 }
 
 std::string owner_problem(std::uint32_t peer, const PeerRemoteMemoryRegion& region) {
   if (region.peer() == peer) return {};
-  return "the remote region belongs to peer " + std::to_string(region.peer()) + ", not to peer " +
+  return "belongs to peer " + std::to_string(region.peer()) + ", not to peer " +
          std::to_string(peer) + " (its rkey and addresses mean nothing on peer " +
          std::to_string(peer) + "'s device)";
 }
@@ -40,10 +39,36 @@ void check(std::string_view operation, const std::string& where, const std::stri
   }
 }
 
+/// Checks the peer of element `index` of `batch` ("sends[2].peer 7 is not a rank ...").
+void check_peer(std::string_view operation, const MultiChannel& channels, std::string_view batch,
+                std::size_t index, std::uint32_t peer) {
+  check(operation, element(batch, index) + ".peer " + std::to_string(peer),
+        peer_problem(channels, peer));
+}
+
+/// Runs the queue pair's own checks of element `index` (QueuePair::check) before anything of
+/// the batch is posted, naming the element.
+template <typename Request>
+void check_request(std::string_view operation, MultiChannel& channels, std::string_view batch,
+                   std::size_t index, std::uint32_t peer, const Request& request) {
+  try {
+    channels.channel(peer).queue_pair().check(request);
+  } catch (const Error& error) {
+    throw_invalid_argument(operation, element(batch, index),
+                           "(to peer " + std::to_string(peer) + ") does not fit its queue pair: " +
+                               error.what() + "; nothing was posted");
+  }
+}
+
+SendRequest with_options(SendRequest request, PostOptions options) {
+  if (options.inline_data) request.inline_data();
+  return request;
+}
+
 }  // namespace
 
 Channel& peer_channel(MultiChannel& channels, std::uint32_t peer, std::string_view operation) {
-  check(operation, "peer", peer_problem(channels, peer));
+  check(operation, "peer " + std::to_string(peer), peer_problem(channels, peer));
   return channels.channel(peer);
 }
 
@@ -57,7 +82,9 @@ Channel& peer_channel(MultiChannel& channels, std::uint32_t peer,
 void post_batch(MultiChannel& channels, std::span<const PeerSend> sends, PostOptions options,
                 std::string_view operation, const BatchSink& sink) {
   for (std::size_t i = 0; i < sends.size(); ++i) {
-    check(operation, element("sends", i), peer_problem(channels, sends[i].peer));
+    check_peer(operation, channels, "sends", i, sends[i].peer);
+    check_request(operation, channels, "sends", i, sends[i].peer,
+                  with_options(SendRequest::send(0, sends[i].data), options));
   }
   for (const auto& send : sends) {
     sink(send.peer, channels.channel(send.peer).post_send(send.data, options));
@@ -67,7 +94,9 @@ void post_batch(MultiChannel& channels, std::span<const PeerSend> sends, PostOpt
 void post_batch(MultiChannel& channels, std::span<const PeerReceive> receives,
                 std::string_view operation, const BatchSink& sink) {
   for (std::size_t i = 0; i < receives.size(); ++i) {
-    check(operation, element("receives", i), peer_problem(channels, receives[i].peer));
+    check_peer(operation, channels, "receives", i, receives[i].peer);
+    check_request(operation, channels, "receives", i, receives[i].peer,
+                  ReceiveRequest(0, receives[i].into));
   }
   for (const auto& receive : receives) {
     sink(receive.peer, channels.channel(receive.peer).post_receive(receive.into));
@@ -77,8 +106,13 @@ void post_batch(MultiChannel& channels, std::span<const PeerReceive> receives,
 void post_batch(MultiChannel& channels, std::span<const PeerWrite> writes, PostOptions options,
                 std::string_view operation, const BatchSink& sink) {
   for (std::size_t i = 0; i < writes.size(); ++i) {
-    check(operation, element("writes", i), peer_problem(channels, writes[i].peer));
-    check(operation, element("writes", i), owner_problem(writes[i].peer, writes[i].destination));
+    check_peer(operation, channels, "writes", i, writes[i].peer);
+    check(operation, element("writes", i) + ".destination",
+          owner_problem(writes[i].peer, writes[i].destination));
+    check_request(
+        operation, channels, "writes", i, writes[i].peer,
+        with_options(SendRequest::write(0, writes[i].data, writes[i].destination.region()),
+                     options));
   }
   for (const auto& write : writes) {
     sink(write.peer,
@@ -89,8 +123,12 @@ void post_batch(MultiChannel& channels, std::span<const PeerWrite> writes, PostO
 void post_batch(MultiChannel& channels, std::span<const PeerRead> reads, PostOptions options,
                 std::string_view operation, const BatchSink& sink) {
   for (std::size_t i = 0; i < reads.size(); ++i) {
-    check(operation, element("reads", i), peer_problem(channels, reads[i].peer));
-    check(operation, element("reads", i), owner_problem(reads[i].peer, reads[i].source));
+    check_peer(operation, channels, "reads", i, reads[i].peer);
+    check(operation, element("reads", i) + ".source",
+          owner_problem(reads[i].peer, reads[i].source));
+    check_request(
+        operation, channels, "reads", i, reads[i].peer,
+        with_options(SendRequest::read(0, reads[i].into, reads[i].source.region()), options));
   }
   for (const auto& read : reads) {
     sink(read.peer,
@@ -104,12 +142,12 @@ void post_multicast(MultiChannel& channels, std::span<const std::uint32_t> peers
   std::vector<bool> seen(channels.world_size(), false);
   for (std::size_t i = 0; i < peers.size(); ++i) {
     const std::uint32_t peer = peers[i];
-    check(operation, element("peers", i), peer_problem(channels, peer));
-    if (seen[peer]) {
-      check(operation, element("peers", i),
-            "peer " + std::to_string(peer) + " is listed twice (a multicast sends once to each)");
-    }
+    const std::string where = element("peers", i) + " (peer " + std::to_string(peer) + ")";
+    check(operation, where, peer_problem(channels, peer));
+    if (seen[peer]) check(operation, where, "is listed twice (a multicast sends once to each)");
     seen[peer] = true;
+    check_request(operation, channels, "peers", i, peer,
+                  with_options(SendRequest::send(0, data), options));
   }
   for (const std::uint32_t peer : peers) {
     sink(peer, channels.channel(peer).post_send(data, options));

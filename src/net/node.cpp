@@ -40,12 +40,17 @@ NodeBuilder& NodeBuilder::timeouts(const ChannelTimeouts& timeouts) noexcept {
 
 PreparedNode NodeBuilder::build() const {
   if (barrier_timeout_.count() <= 0) {
-    throw_invalid_argument("NodeBuilder::build", "barrier_timeout", "must be positive");
+    throw_invalid_argument("NodeBuilder::build",
+                           "barrier_timeout " + std::to_string(barrier_timeout_.count()) + " ms",
+                           "is not positive");
   }
   (void)round_count(algorithm_, 1);  // rejects a value that is not one of the enumerators
+  // The channels first: their settings are checked against the device before anything is
+  // made, so bad settings do not register the barrier slots just to free them again.
+  PreparedMultiChannel channels = channels_.build();
   auto barrier = std::make_unique<detail::RdmaBarrier>(channels_.protection_domain(),
                                                        channels_.rank(), channels_.world_size());
-  return {channels_.build(), std::move(barrier), algorithm_, barrier_timeout_};
+  return {std::move(channels), std::move(barrier), algorithm_, barrier_timeout_};
 }
 
 PreparedNode::PreparedNode(PreparedMultiChannel channels,
@@ -152,7 +157,8 @@ void Node::run_barrier(const BarrierGroup* group, const BarrierOptions& options)
   }
   const auto timeout = options.timeout.value_or(timeout_);
   if (timeout.count() <= 0) {
-    throw_invalid_argument("Node::barrier", "timeout", "must be positive");
+    throw_invalid_argument("Node::barrier", "timeout " + std::to_string(timeout.count()) + " ms",
+                           "is not positive; the barrier was not entered");
   }
   const auto algorithm = options.algorithm.value_or(algorithm_);
   (void)round_count(algorithm, 1);  // rejects a value that is not one of the enumerators

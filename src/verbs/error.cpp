@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 
 namespace ibv {
@@ -57,21 +58,37 @@ ErrorKind classify(int errno_value) {
   }
 }
 
-std::string memlock_hint() {
+// The hint for a registration (or a CQ/QP allocation) that the locked-memory limit refused:
+// the limit in force, how much the request pins (when known), and how to raise the limit.
+std::string memlock_hint(std::optional<std::size_t> pinned_bytes = std::nullopt) {
   rlimit limit{};
   std::string current = "unknown";
+  bool zero = false;
   if (getrlimit(RLIMIT_MEMLOCK, &limit) == 0) {
     current = limit.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
                                               : std::to_string(limit.rlim_cur / 1024) + " KiB";
+    zero = limit.rlim_cur == 0;
   }
-  return "registered memory is pinned and counts against the locked-memory limit, now " + current +
+  std::string hint =
+      "registered memory is pinned and counts against the locked-memory limit (RLIMIT_MEMLOCK), "
+      "now " +
+      current;
+  if (zero) hint += " (with a limit of 0 the kernel refuses to pin any memory)";
+  if (pinned_bytes) {
+    hint +=
+        "; this registration pins " + std::to_string((*pinned_bytes + 1023) / 1024) + " KiB more";
+  }
+  return hint +
          "; raise it (`ulimit -l unlimited`, or memlock in /etc/security/limits.conf, or "
-         "LimitMEMLOCK= for a systemd service)";
+         "LimitMEMLOCK= for a systemd service); processes with CAP_IPC_LOCK are not limited";
 }
 
 std::string hint_for(std::string_view verb, int errno_value) {
   const bool registration = verb.starts_with("ibv_reg");
-  if (registration && (errno_value == ENOMEM || errno_value == EAGAIN)) return memlock_hint();
+  // ENOMEM: the pinned total would exceed RLIMIT_MEMLOCK; EPERM: the limit is 0.
+  if (registration && (errno_value == ENOMEM || errno_value == EAGAIN || errno_value == EPERM)) {
+    return memlock_hint();
+  }
   if (registration && errno_value == EFAULT) {
     return "the buffer is not mapped memory of this process";
   }
@@ -141,5 +158,16 @@ void throw_invalid_argument(std::string_view operation, std::string_view argumen
 void throw_verb_error(std::string_view verb, int errno_value, std::string_view detail) {
   throw Error(classify(errno_value), verb, errno_value, detail, hint_for(verb, errno_value));
 }
+
+namespace detail {
+void throw_registration_error(std::string_view verb, int errno_value, std::string_view detail,
+                              std::size_t length) {
+  if (errno_value == ENOMEM || errno_value == EAGAIN || errno_value == EPERM) {
+    // EPERM here is the memlock limit (0), not a permission on a file: a resource problem.
+    throw Error(ErrorKind::resource, verb, errno_value, detail, memlock_hint(length));
+  }
+  throw_verb_error(verb, errno_value, detail);
+}
+}  // namespace detail
 
 }  // namespace ibv

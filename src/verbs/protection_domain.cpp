@@ -9,6 +9,7 @@
 
 #include "ibv/verbs/error.hpp"
 #include "ibv/verbs/memory_region.hpp"
+#include "verbs/registration_error.hpp"
 
 namespace ibv {
 namespace {
@@ -44,12 +45,17 @@ MemoryRegion ProtectionDomain::register_remote_accessible(std::span<std::byte> b
   if (buffer.data() == nullptr && !buffer.empty()) {
     throw_invalid_argument("register", "buffer", "is null with a non-zero length");
   }
+  if (buffer.empty()) {
+    throw_invalid_argument("register", "buffer",
+                           "is empty (0 bytes): a memory region has at least one byte");
+  }
   errno = 0;
   ibv_mr* mr = ibv_reg_mr(pd_.get(), buffer.data(), buffer.size(),
                           static_cast<unsigned>(access.native_with_local_write()));
   if (mr == nullptr) {
-    throw_verb_error("ibv_reg_mr", errno != 0 ? errno : ENOMEM,
-                     describe(buffer.data(), buffer.size()) + ", access " + access.to_string());
+    detail::throw_registration_error(
+        "ibv_reg_mr", errno != 0 ? errno : ENOMEM,
+        describe(buffer.data(), buffer.size()) + ", access " + access.to_string(), buffer.size());
   }
   return {*this, mr, access};
 }
@@ -65,9 +71,11 @@ MemoryRegion ProtectionDomain::register_dmabuf(int fd, std::uint64_t offset, std
   ibv_mr* mr =
       ibv_reg_dmabuf_mr(pd_.get(), offset, length, iova, fd, access.native_with_local_write());
   if (mr == nullptr) {
-    throw_verb_error("ibv_reg_dmabuf_mr", errno != 0 ? errno : EOPNOTSUPP,
-                     "dma-buf fd " + std::to_string(fd) + ", " + std::to_string(length) +
-                         " bytes at offset " + std::to_string(offset));
+    detail::throw_registration_error("ibv_reg_dmabuf_mr", errno != 0 ? errno : EOPNOTSUPP,
+                                     "dma-buf fd " + std::to_string(fd) + ", " +
+                                         std::to_string(length) + " bytes at offset " +
+                                         std::to_string(offset),
+                                     length);
   }
   return {*this, mr, access};
 }

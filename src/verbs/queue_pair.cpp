@@ -11,20 +11,48 @@
 #include <utility>
 
 #include "ibv/verbs/error.hpp"
+#include "verbs/queue_pair_resolve.hpp"
 
 namespace ibv {
 namespace {
 
 constexpr std::uint32_t kMaxQpNumber = 0xFFFFFF;
 constexpr std::uint8_t kDefaultReadAtomicDepth = 16;
+constexpr std::uint8_t kMaxServiceLevel = 15;
+// The address vector's sgid_index is 8 bits wide.
+constexpr std::uint32_t kMaxGidIndex = 255;
 
-void check_limit(std::string_view setting, std::uint64_t value, std::int64_t device_limit,
-                 std::string_view limit_name) {
+void check_limit(std::string_view operation, std::string_view setting, std::uint64_t value,
+                 std::int64_t device_limit, std::string_view limit_name) {
   if (std::cmp_greater(value, device_limit)) {
     throw_invalid_argument(
-        "QueuePairBuilder::build", std::string(setting) + " " + std::to_string(value),
+        operation, std::string(setting) + " " + std::to_string(value),
         "exceeds the device's " + std::string(limit_name) + " of " + std::to_string(device_limit));
   }
+}
+
+// The GID at `index`, which the user set: an error naming gid_index unless it is a valid entry
+// that an address vector can name.
+Gid checked_gid(const Context& context, PortNumber port, std::uint32_t index,
+                std::string_view operation) {
+  if (index > kMaxGidIndex) {
+    throw_invalid_argument(operation, "gid_index " + std::to_string(index),
+                           "is out of range 0..255 (the 8-bit sgid_index of an address vector)");
+  }
+  const auto table = context.gid_table(port);
+  for (const auto& entry : table) {
+    if (entry.index == index) return entry.gid;
+  }
+  std::string valid;
+  for (const auto& entry : table) {
+    if (!valid.empty()) valid += "; ";
+    valid += entry.to_string();
+  }
+  throw Error(ErrorKind::not_found, operation, EINVAL,
+              "gid_index " + std::to_string(index) + " is not a valid entry: " + context.name() +
+                  " port " + std::to_string(port.value) + " has " + std::to_string(table.size()) +
+                  " GIDs (" + (valid.empty() ? std::string("none") : valid) + ")",
+              "leave the GID index unset to choose the RoCE v2 IPv4 entry automatically");
 }
 
 std::string_view state_name(ibv_qp_state state) {
@@ -65,17 +93,26 @@ Endpoint endpoint_of(const detail::QueuePairCore& core) {
   return Endpoint{core.qp->qp_num, core.port.lid, core.gid, core.settings.send_psn->value()};
 }
 
+// Checks a receive against the QP's limits (throws naming it); shared by both forms.
+void check_receive(const detail::QueuePairCore& core, const ReceiveRequest& request) {
+  const auto max_sge = core.settings.max_recv_sge.value();
+  if (request.element_count() > max_sge) {
+    throw_invalid_argument("post_receive", "receive wr_id " + std::to_string(request.wr_id()),
+                           "has " + std::to_string(request.element_count()) +
+                               " elements, more than the QP's max_recv_sge of " +
+                               std::to_string(max_sge));
+  }
+  if (request.byte_length() > core.port.max_message_size) {
+    throw_invalid_argument("post_receive", "receive wr_id " + std::to_string(request.wr_id()),
+                           "has room for " + std::to_string(request.byte_length()) +
+                               " bytes, more than the port's max message size of " +
+                               std::to_string(core.port.max_message_size));
+  }
+}
+
 // Checks and posts receives; shared by the prepared (INIT) and connected (RTS) forms.
 void post_receives(const detail::QueuePairCore& core, std::span<ReceiveRequest> requests) {
-  const auto max_sge = core.settings.max_recv_sge.value();
-  for (const auto& request : requests) {
-    if (request.element_count() > max_sge) {
-      throw_invalid_argument("post_receive", "receive wr_id " + std::to_string(request.wr_id()),
-                             "has " + std::to_string(request.element_count()) +
-                                 " elements, more than the QP's max_recv_sge of " +
-                                 std::to_string(max_sge));
-    }
-  }
+  for (const auto& request : requests) check_receive(core, request);
   post_linked(requests, core.qp.get(), ibv_post_recv, "ibv_post_recv");
 }
 
@@ -185,28 +222,24 @@ QueuePairBuilder& QueuePairBuilder::settings(const QueuePairSettings& settings) 
   return *this;
 }
 
-PreparedQueuePair QueuePairBuilder::build() const {
-  const Context& context = pd_.context();
-  if (send_cq_.context().native() != context.native() ||
-      recv_cq_.context().native() != context.native()) {
-    throw_invalid_argument("QueuePairBuilder::build", "completion queues",
-                           "belong to another device than the protection domain");
-  }
-  const auto device = context.query_device();
-  if (settings_.port.value == 0 || settings_.port.value > device.physical_port_count) {
-    throw Error(ErrorKind::not_found, "QueuePairBuilder::build", EINVAL,
-                "port " + std::to_string(settings_.port.value) + " does not exist on " +
-                    context.name() + " (ports 1.." + std::to_string(device.physical_port_count) +
-                    ")");
-  }
+namespace detail {
 
-  auto core = std::make_unique<detail::QueuePairCore>(detail::QueuePairCore{
-      pd_, send_cq_, recv_cq_, settings_, context.query_port(settings_.port), 0, Gid{}, 0, {}});
-  auto& s = core->settings;
-  check_limit("max_send_wr", s.max_send_wr.value(), device.max_qp_wr, "max_qp_wr");
-  check_limit("max_recv_wr", s.max_recv_wr.value(), device.max_qp_wr, "max_qp_wr");
-  check_limit("max_send_sge", s.max_send_sge.value(), device.max_sge, "max_sge");
-  check_limit("max_recv_sge", s.max_recv_sge.value(), device.max_sge, "max_sge");
+ResolvedQueuePair resolve_queue_pair(const Context& context, const QueuePairSettings& settings,
+                                     std::string_view operation) {
+  const auto device = context.query_device();
+  if (settings.port.value == 0 || settings.port.value > device.physical_port_count) {
+    throw Error(ErrorKind::not_found, operation, EINVAL,
+                "port " + std::to_string(settings.port.value) + " does not exist on " +
+                    context.name() + " (ports 1.." + std::to_string(device.physical_port_count) +
+                    ")",
+                "ports are numbered from 1; `ibvcpp devices -v` lists them");
+  }
+  ResolvedQueuePair resolved{settings, context.query_port(settings.port), 0, Gid{}};
+  auto& s = resolved.settings;
+  check_limit(operation, "max_send_wr", s.max_send_wr.value(), device.max_qp_wr, "max_qp_wr");
+  check_limit(operation, "max_recv_wr", s.max_recv_wr.value(), device.max_qp_wr, "max_qp_wr");
+  check_limit(operation, "max_send_sge", s.max_send_sge.value(), device.max_sge, "max_sge");
+  check_limit(operation, "max_recv_sge", s.max_recv_sge.value(), device.max_sge, "max_sge");
   if (!s.max_rd_atomic) {
     s.max_rd_atomic = ReadAtomicDepth(static_cast<std::uint8_t>(
         std::clamp<std::int32_t>(device.max_qp_init_rd_atom, 1, kDefaultReadAtomicDepth)));
@@ -215,30 +248,60 @@ PreparedQueuePair QueuePairBuilder::build() const {
     s.max_dest_rd_atomic = ReadAtomicDepth(static_cast<std::uint8_t>(
         std::clamp<std::int32_t>(device.max_qp_rd_atom, 1, kDefaultReadAtomicDepth)));
   }
-  check_limit("max_rd_atomic", s.max_rd_atomic->value(), device.max_qp_init_rd_atom,
+  check_limit(operation, "max_rd_atomic", s.max_rd_atomic->value(), device.max_qp_init_rd_atom,
               "max_qp_init_rd_atom");
-  check_limit("max_dest_rd_atomic", s.max_dest_rd_atomic->value(), device.max_qp_rd_atom,
+  check_limit(operation, "max_dest_rd_atomic", s.max_dest_rd_atomic->value(), device.max_qp_rd_atom,
               "max_qp_rd_atom");
-  if (!s.mtu) s.mtu = core->port.active_mtu;
-  if (*s.mtu > core->port.max_mtu) {
+  if (s.service_level > kMaxServiceLevel) {
+    throw_invalid_argument(operation, "service_level " + std::to_string(s.service_level),
+                           "is out of range 0..15 (the 4-bit InfiniBand service level)");
+  }
+  if (!s.mtu) s.mtu = resolved.port.active_mtu;
+  if (*s.mtu > resolved.port.max_mtu) {
     throw_invalid_argument(
-        "QueuePairBuilder::build", "mtu " + std::to_string(s.mtu->bytes()),
-        "exceeds the port's max MTU of " + std::to_string(core->port.max_mtu.bytes()));
+        operation, "mtu " + std::to_string(s.mtu->bytes()),
+        "exceeds the port's max MTU of " + std::to_string(resolved.port.max_mtu.bytes()));
   }
   if (!s.send_psn) s.send_psn = Psn::random();
 
   // GID: validated when set; chosen on Ethernet; optional on InfiniBand.
   if (s.gid_index) {
-    core->gid_index = *s.gid_index;
-    core->gid = context.query_gid(*s.gid_index, s.port).gid;  // throws not_found with the table
-  } else if (core->port.link_layer == LinkLayer::ethernet) {
-    core->gid_index = context.default_gid_index(s.port);
-    core->gid = context.query_gid(core->gid_index, s.port).gid;
-    s.gid_index = core->gid_index;
+    resolved.gid_index = *s.gid_index;
+    resolved.gid = checked_gid(context, s.port, *s.gid_index, operation);
+  } else if (resolved.port.link_layer == LinkLayer::ethernet) {
+    resolved.gid_index = context.default_gid_index(s.port);
+    resolved.gid = context.query_gid(resolved.gid_index, s.port).gid;
+    s.gid_index = resolved.gid_index;
   } else {
     const auto table = context.gid_table(s.port);
-    if (!table.empty()) core->gid = table.front().gid;  // sent in the endpoint; GRH stays off
+    if (!table.empty()) resolved.gid = table.front().gid;  // sent in the endpoint; GRH stays off
   }
+  return resolved;
+}
+
+}  // namespace detail
+
+PreparedQueuePair QueuePairBuilder::build() const {
+  constexpr std::string_view kOperation = "QueuePairBuilder::build";
+  const Context& context = pd_.context();
+  if (send_cq_.context().native() != context.native() ||
+      recv_cq_.context().native() != context.native()) {
+    throw_invalid_argument(kOperation, "completion queues",
+                           "belong to another device than the protection domain");
+  }
+  // Every check and every choice first: nothing is created for settings that do not fit.
+  auto resolved = detail::resolve_queue_pair(context, settings_, kOperation);
+  auto core =
+      std::make_unique<detail::QueuePairCore>(detail::QueuePairCore{pd_,
+                                                                    send_cq_,
+                                                                    recv_cq_,
+                                                                    std::move(resolved.settings),
+                                                                    resolved.port,
+                                                                    resolved.gid_index,
+                                                                    resolved.gid,
+                                                                    0,
+                                                                    {}});
+  const auto& s = core->settings;
 
   ibv_qp_init_attr init{};
   init.send_cq = send_cq_.native();
@@ -412,10 +475,15 @@ void QueuePair::check(const SendRequest& request) const {
     }
   }
   if (const auto& remote = request.remote(); remote && request.byte_length() > remote->length()) {
-    reject_send(request, "moves " + std::to_string(request.byte_length()) +
-                             " bytes, more than its " + remote->to_string() + " holds");
+    reject_send(request,
+                "moves " + std::to_string(request.byte_length()) + " bytes, more than its " +
+                    remote->to_string() + " holds (the " +
+                    (request.opcode() == SendOpcode::rdma_read ? "source" : "destination") +
+                    " region)");
   }
 }
+
+void QueuePair::check(const ReceiveRequest& request) const { check_receive(*core_, request); }
 
 void QueuePair::post_send(SendRequest& request) const { post_send(std::span(&request, 1)); }
 

@@ -13,6 +13,25 @@ namespace detail {
 void throw_remote_region_error(std::string_view operation, std::string_view problem) {
   throw Error(ErrorKind::invalid_argument, operation, EINVAL, problem);
 }
+
+void throw_element_index_error(std::uint64_t index, std::uint64_t count, std::size_t element_size,
+                               std::uint64_t length) {
+  std::string problem = "index " + std::to_string(index) +
+                        " is out of range: the remote region of " + std::to_string(length) +
+                        " bytes holds " + std::to_string(count) + " elements of " +
+                        std::to_string(element_size) + " bytes";
+  problem += count == 0 ? std::string(" (no valid index)")
+                        : " (indices 0.." + std::to_string(count - 1) + ")";
+  if (index > UINT64_MAX / element_size) problem += "; index * sizeof(T) overflows 64 bits";
+  throw_remote_region_error("RemoteMemoryRegion::element", problem);
+}
+
+void throw_field_error(std::size_t struct_size, std::uint64_t length) {
+  throw_remote_region_error("RemoteMemoryRegion::field",
+                            "the remote region of " + std::to_string(length) +
+                                " bytes is smaller than the struct (" +
+                                std::to_string(struct_size) + " bytes) whose field is asked for");
+}
 }  // namespace detail
 
 RemoteMemoryRegion::RemoteMemoryRegion(std::uint64_t address, std::uint64_t length,

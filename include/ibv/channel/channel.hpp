@@ -38,6 +38,10 @@ struct ChannelTimeouts {
 /// Settings of a Channel: the queue pair's (every knob of QueuePairBuilder), the completion
 /// queue's size and the timeouts. The completion queue holds at least max_send_wr +
 /// max_recv_wr entries, so that it can not overflow.
+///
+/// build() checks everything before it creates anything: both timeouts positive, every queue
+/// pair setting against the device (see QueuePairSettings), the completion queue size between
+/// max_send_wr + max_recv_wr and the device's max_cqe. Errors name the setting.
 class ChannelBuilder {
  public:
   explicit ChannelBuilder(ProtectionDomain pd);
@@ -93,6 +97,13 @@ class PreparedChannel {
 ///
 /// wr_ids are assigned by the channel (unique per channel); completions of other requests
 /// that arrive while one is awaited are kept for their own handles.
+///
+/// Bad input is rejected before anything is posted, with ibv::Error (invalid_argument) naming
+/// it, and leaves the channel usable: a blocking call's timeout must be positive; a request is
+/// checked against the queue pair (QueuePair::check: element count, inline size, max message
+/// size, local length against the remote region's). Elements made with MemoryRegion::gather()
+/// / scatter() are inside their region by construction; the *_unchecked / from_raw ones are
+/// not checked (the device reports them as a failed completion).
 class Channel {
  public:
   using Timeout = std::optional<std::chrono::nanoseconds>;

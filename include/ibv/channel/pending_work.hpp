@@ -47,8 +47,9 @@ class [[nodiscard]] PendingWork {
   /// if it failed, ibv::Error (timeout) if it did not arrive in time (the request stays
   /// pending: wait again, or let the destructor deal with it).
   WorkCompletion wait();
-  /// Waits at most `timeout`; nullopt if the completion did not arrive in time. Throws
-  /// ibv::WorkError if it failed.
+  /// Waits at most `timeout` (0: polls once); nullopt if the completion did not arrive in time.
+  /// Throws ibv::WorkError if it failed, ibv::Error (invalid_argument) naming the timeout when
+  /// it is negative (the request stays pending).
   [[nodiscard]] std::optional<WorkCompletion> wait_for(std::chrono::nanoseconds timeout);
 
   /// Whether the completion has been seen (by poll, wait or wait_for).

@@ -54,7 +54,9 @@ class MultiChannelBuilder {
     return channel_.protection_domain();
   }
 
-  /// Creates world_size - 1 channels' queue pairs and completion queues.
+  /// Creates world_size - 1 channels' queue pairs and completion queues. Throws ibv::Error
+  /// (invalid_argument) before creating any when world_size - 1 exceeds the device's max_qp or
+  /// max_cq, or a channel setting does not fit (see ChannelBuilder::build).
   [[nodiscard]] PreparedMultiChannel build() const;
 
  private:
@@ -100,7 +102,10 @@ class PreparedMultiChannel {
 /// Every call names its peer by rank. A peer that is this rank or not below the world size, or
 /// a PeerRemoteMemoryRegion tagged with another peer than the one addressed, throws ibv::Error
 /// (invalid_argument) before anything is posted; the calls that address several peers check all
-/// their elements first, so bad input never leaves half of a batch posted.
+/// their elements first (the peer, the region's tag, and the queue pair's own checks of each
+/// request, QueuePair::check), so bad input never leaves half of a batch posted; errors name the
+/// element ("writes[1].destination ..."). A blocking call's timeout must be positive (checked
+/// before posting).
 ///
 /// - blocking (`send`, ..., `scatter_send`, ...): post, wait (by default at most the operation
 ///   timeout, for a batch: all of it within one timeout), return the completions (of a batch:

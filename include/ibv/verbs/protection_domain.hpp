@@ -27,6 +27,11 @@ class ProtectionDomain {
 
   /// Registers `buffer` for local use only (send sources, receive targets, RDMA read
   /// destinations and write sources on this side). The peer can not touch it.
+  ///
+  /// Throws ibv::Error: invalid_argument for an empty buffer (checked before the device sees
+  /// it); resource when the kernel refuses to pin the memory (ENOMEM / EAGAIN: the pinned total
+  /// would pass RLIMIT_MEMLOCK; EPERM: the limit is 0), with a hint naming the limit in force,
+  /// the size asked for and `ulimit -l`. The same for register_remote_accessible().
   [[nodiscard]] MemoryRegion register_local(std::span<std::byte> buffer) const;
   /// Registers `buffer` so that peers may access it as `access` says (RDMA write into it,
   /// read from it, atomics on it), besides local use. The name says so on purpose: a remote
@@ -35,7 +40,7 @@ class ProtectionDomain {
                                                         RemoteAccess access) const;
   /// Registers `length` bytes at `offset` of a dma-buf (`fd`), e.g. device memory exported by
   /// a GPU driver, addressed as `iova` in work requests. Throws ibv::Error (unsupported) where
-  /// the device cannot do it.
+  /// the device cannot do it, (invalid_argument) for a negative fd or a length of 0.
   [[nodiscard]] MemoryRegion register_dmabuf(int fd, std::uint64_t offset, std::size_t length,
                                              std::uint64_t iova, RemoteAccess access) const;
 

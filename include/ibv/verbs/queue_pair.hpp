@@ -24,9 +24,19 @@ namespace ibv {
 
 /// Every setting of a queue pair, with bounded defaults (no infinite retry or timeout).
 /// Unset optionals are taken from the device and port when the QP is built.
+///
+/// Bounds checked by QueuePairBuilder::build() before anything is created (errors name the
+/// setting): port 1..physical_port_count (not_found); gid_index 0..255 and a valid entry of the
+/// port's GID table (not_found, listing the valid ones); max_send_wr / max_recv_wr up to the
+/// device's max_qp_wr; max_send_sge / max_recv_sge up to max_sge; max_rd_atomic /
+/// max_dest_rd_atomic up to max_qp_init_rd_atom / max_qp_rd_atom; mtu up to the port's max MTU;
+/// service_level 0..15. The value types check their own ranges at construction. The full table
+/// of checked inputs is docs/bad-input.md.
 struct QueuePairSettings {
+  /// 1-based; 0 and ports past the device's count are rejected.
   PortNumber port{};
-  /// GID index for RoCE and for InfiniBand with a global route; default:
+  /// GID index for RoCE and for InfiniBand with a global route: 0..255 (the address vector's
+  /// sgid_index is 8 bits) and a valid entry of the port's table; default:
   /// Context::default_gid_index.
   std::optional<std::uint32_t> gid_index;
   /// Rights peers get on this QP (memory regions must grant them too).
@@ -50,7 +60,7 @@ struct QueuePairSettings {
   /// Global route header fields (RoCE, or InfiniBand with a GID).
   std::uint8_t hop_limit = 64;
   std::uint8_t traffic_class = 0;
-  /// InfiniBand service level.
+  /// InfiniBand service level: 0..15 (4 bits).
   std::uint8_t service_level = 0;
 };
 
@@ -197,8 +207,17 @@ class QueuePair {
 
   [[nodiscard]] ibv_qp* native() const noexcept { return core_->qp.get(); }
 
- private:
+  /// The checks post_send() makes, without posting: throws ibv::Error (invalid_argument) naming
+  /// the request (opcode, wr_id) and what does not fit: more elements than max_send_sge, more
+  /// bytes than the port's max message size, inline data beyond max_inline_data or on an RDMA
+  /// read, more bytes than the remote region (destination / source) holds. Lets callers that
+  /// post batches over several QPs check everything before posting anything.
   void check(const SendRequest& request) const;
+  /// The checks post_receive() makes, without posting: more elements than max_recv_sge, more
+  /// bytes than the port's max message size.
+  void check(const ReceiveRequest& request) const;
+
+ private:
   std::unique_ptr<detail::QueuePairCore> core_;
   Endpoint remote_;
 };

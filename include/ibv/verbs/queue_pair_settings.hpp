@@ -29,7 +29,9 @@ class AckTimeout {
  public:
   /// Exponent 1..31. Throws ibv::Error (invalid_argument) otherwise.
   explicit AckTimeout(std::uint8_t exponent);
-  /// The smallest timeout not shorter than `duration` (clamped to the largest, about 2.4 h).
+  /// The smallest timeout not shorter than `duration` (clamped to the largest, about 2.4 h;
+  /// durations up to 8.192 us, zero and negative ones included, give the shortest, exponent 1:
+  /// "at least" never yields infinite()).
   [[nodiscard]] static AckTimeout at_least(std::chrono::nanoseconds duration);
   /// Never time out waiting for an ACK: a peer that vanished then hangs the QP.
   [[nodiscard]] static constexpr AckTimeout infinite() noexcept { return AckTimeout(Raw{0}); }
@@ -102,7 +104,8 @@ class RnrTimer {
  public:
   /// Code 0..31. Throws ibv::Error (invalid_argument) otherwise.
   explicit RnrTimer(std::uint8_t code);
-  /// The shortest timer not shorter than `duration` (clamped to 655.36 ms).
+  /// The shortest timer not shorter than `duration` (clamped to 655.36 ms; zero and negative
+  /// durations give the shortest, code 1 = 0.01 ms).
   [[nodiscard]] static RnrTimer at_least(std::chrono::microseconds duration);
   /// 16: 2.56 ms; with the default 6 RNR retries a missing receive fails in about 15 ms.
   [[nodiscard]] static constexpr RnrTimer default_value() noexcept { return RnrTimer(Raw{16}); }

@@ -14,6 +14,11 @@ namespace ibv {
 
 namespace detail {
 [[noreturn]] void throw_remote_region_error(std::string_view operation, std::string_view problem);
+/// The error of element<T>(index) past the end: names the index, the element count and size.
+[[noreturn]] void throw_element_index_error(std::uint64_t index, std::uint64_t count,
+                                            std::size_t element_size, std::uint64_t length);
+/// The error of field() on a region smaller than its struct.
+[[noreturn]] void throw_field_error(std::size_t struct_size, std::uint64_t length);
 }  // namespace detail
 
 /// The remote side of an RDMA write, read or atomic: `length` bytes at `address` in the peer's
@@ -40,13 +45,14 @@ class RemoteMemoryRegion {
   /// Everything from `offset` to the end.
   [[nodiscard]] RemoteMemoryRegion sub_region_from(std::uint64_t offset) const;
 
-  /// Treats the region as an array of T and returns element `index` (sizeof(T) bytes).
+  /// Treats the region as an array of T and returns element `index` (sizeof(T) bytes). Throws
+  /// ibv::Error (invalid_argument) naming the index and the element count unless
+  /// index < element_count<T>() (no overflow: the check is a division).
   template <typename T>
   [[nodiscard]] RemoteMemoryRegion element(std::uint64_t index) const {
     static_assert(std::is_trivially_copyable_v<T>, "only trivially copyable types travel by RDMA");
-    if (index > UINT64_MAX / sizeof(T)) {
-      detail::throw_remote_region_error("RemoteMemoryRegion::element",
-                                        "index * sizeof(T) overflows");
+    if (index >= element_count<T>()) {
+      detail::throw_element_index_error(index, element_count<T>(), sizeof(T), length_);
     }
     return sub_region(index * sizeof(T), sizeof(T));
   }
@@ -64,10 +70,7 @@ class RemoteMemoryRegion {
   [[nodiscard]] RemoteMemoryRegion field(F S::*member) const {
     static_assert(std::is_standard_layout_v<S> && std::is_trivially_copyable_v<S>,
                   "field offsets are only defined for standard-layout, trivially copyable types");
-    if (length_ < sizeof(S)) {
-      detail::throw_remote_region_error("RemoteMemoryRegion::field",
-                                        "the region is smaller than the struct");
-    }
+    if (length_ < sizeof(S)) detail::throw_field_error(sizeof(S), length_);
     return sub_region(offset_of(member), sizeof(F));
   }
 
