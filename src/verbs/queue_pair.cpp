@@ -35,24 +35,28 @@ void check_limit(std::string_view operation, std::string_view setting, std::uint
 // that an address vector can name.
 Gid checked_gid(const Context& context, PortNumber port, std::uint32_t index,
                 std::string_view operation) {
-  if (index > kMaxGidIndex) {
+  const auto table = context.gid_table(port);
+  const auto entry = std::find_if(table.begin(), table.end(),
+                                  [index](const GidEntry& e) { return e.index == index; });
+  if (entry == table.end()) {
+    std::string valid;
+    for (const auto& e : table) {
+      if (!valid.empty()) valid += "; ";
+      valid += e.to_string();
+    }
+    throw Error(ErrorKind::not_found, operation, EINVAL,
+                "gid_index " + std::to_string(index) + " is not a valid entry: GID index " +
+                    std::to_string(index) + " of " + context.name() + " port " +
+                    std::to_string(port.value) + " is unused or past the table; the port has " +
+                    std::to_string(table.size()) + " GIDs (" +
+                    (valid.empty() ? std::string("none") : valid) + ")",
+                "leave the GID index unset to choose the RoCE v2 IPv4 entry automatically");
+  }
+  if (index > kMaxGidIndex) {  // a valid entry, but one an address vector can not name
     throw_invalid_argument(operation, "gid_index " + std::to_string(index),
                            "is out of range 0..255 (the 8-bit sgid_index of an address vector)");
   }
-  const auto table = context.gid_table(port);
-  for (const auto& entry : table) {
-    if (entry.index == index) return entry.gid;
-  }
-  std::string valid;
-  for (const auto& entry : table) {
-    if (!valid.empty()) valid += "; ";
-    valid += entry.to_string();
-  }
-  throw Error(ErrorKind::not_found, operation, EINVAL,
-              "gid_index " + std::to_string(index) + " is not a valid entry: " + context.name() +
-                  " port " + std::to_string(port.value) + " has " + std::to_string(table.size()) +
-                  " GIDs (" + (valid.empty() ? std::string("none") : valid) + ")",
-              "leave the GID index unset to choose the RoCE v2 IPv4 entry automatically");
+  return entry->gid;
 }
 
 std::string_view state_name(ibv_qp_state state) {

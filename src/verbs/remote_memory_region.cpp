@@ -16,10 +16,10 @@ void throw_remote_region_error(std::string_view operation, std::string_view prob
 
 void throw_element_index_error(std::uint64_t index, std::uint64_t count, std::size_t element_size,
                                std::uint64_t length) {
-  std::string problem = "index " + std::to_string(index) +
-                        " is out of range: the remote region of " + std::to_string(length) +
-                        " bytes holds " + std::to_string(count) + " elements of " +
-                        std::to_string(element_size) + " bytes";
+  std::string problem = "index " + std::to_string(index) + " is out of range: element " +
+                        std::to_string(index) + " of " + std::to_string(element_size) +
+                        " bytes lies outside the remote region of " + std::to_string(length) +
+                        " bytes, which holds " + std::to_string(count) + " elements";
   problem += count == 0 ? std::string(" (no valid index)")
                         : " (indices 0.." + std::to_string(count - 1) + ")";
   if (index > UINT64_MAX / element_size) problem += "; index * sizeof(T) overflows 64 bits";

@@ -203,9 +203,11 @@ TEST_F(BadInputDevice, QueuePairBuilderChecksEverySettingBeforeCreating) {
                gids.back().gid.to_string()},
               ErrorKind::not_found),
       rejects("QueuePairBuilder::build", "gid_index", "256",
-              with([](auto& s) { s.gid_index = 256; }), {"gid_index 256", "0..255"}),
+              with([](auto& s) { s.gid_index = 256; }), {"gid_index 256", "is not a valid entry"},
+              ErrorKind::not_found),
       rejects("QueuePairBuilder::build", "gid_index", "u32 max",
-              with([](auto& s) { s.gid_index = kU32Max; }), {"gid_index 4294967295", "0..255"}),
+              with([](auto& s) { s.gid_index = kU32Max; }),
+              {"gid_index 4294967295", "is not a valid entry"}, ErrorKind::not_found),
 
       accepts("QueuePairBuilder::build", "max_send_wr", "max_qp_wr " + str(device.max_qp_wr),
               with([&](auto& s) {
@@ -345,7 +347,7 @@ TEST_F(BadInputDevice, ChannelBuilderChecksBeforeCreatingTheCompletionQueue) {
       rejects("ChannelBuilder::build", "port", "0", build(ok, {}, bad_port), {"port 0"},
               ErrorKind::not_found),
       rejects("ChannelBuilder::build", "gid_index", "256", build(ok, {}, bad_gid),
-              {"gid_index 256"}),
+              {"gid_index 256"}, ErrorKind::not_found),
   };
   if (2LL * device.max_qp_wr > device.max_cqe) {
     QueuePairSettings both_deep;

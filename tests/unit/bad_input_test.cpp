@@ -388,7 +388,7 @@ TEST(BadInputUnit, NetworkConfigLauncherAndExchanger) {
           });
     };
   };
-  auto exchanger = [one](ibv::net::ExchangerOptions options, std::uint32_t rank = 0) {
+  auto exchanger = [one](const ibv::net::ExchangerOptions& options, std::uint32_t rank = 0) {
     return [one, options, rank] { ibv::net::Exchanger(one, rank, options); };
   };
   std::vector<BadInputCase> cases{

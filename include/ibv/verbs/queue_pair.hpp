@@ -26,8 +26,8 @@ namespace ibv {
 /// Unset optionals are taken from the device and port when the QP is built.
 ///
 /// Bounds checked by QueuePairBuilder::build() before anything is created (errors name the
-/// setting): port 1..physical_port_count (not_found); gid_index 0..255 and a valid entry of the
-/// port's GID table (not_found, listing the valid ones); max_send_wr / max_recv_wr up to the
+/// setting): port 1..physical_port_count (not_found); gid_index a valid entry of the port's GID
+/// table (not_found, listing the valid ones) within 0..255; max_send_wr / max_recv_wr up to the
 /// device's max_qp_wr; max_send_sge / max_recv_sge up to max_sge; max_rd_atomic /
 /// max_dest_rd_atomic up to max_qp_init_rd_atom / max_qp_rd_atom; mtu up to the port's max MTU;
 /// service_level 0..15. The value types check their own ranges at construction. The full table
@@ -35,9 +35,9 @@ namespace ibv {
 struct QueuePairSettings {
   /// 1-based; 0 and ports past the device's count are rejected.
   PortNumber port{};
-  /// GID index for RoCE and for InfiniBand with a global route: 0..255 (the address vector's
-  /// sgid_index is 8 bits) and a valid entry of the port's table; default:
-  /// Context::default_gid_index.
+  /// GID index for RoCE and for InfiniBand with a global route: a valid entry of the port's
+  /// table (not_found otherwise), within 0..255 (the address vector's sgid_index is 8 bits;
+  /// invalid_argument for a valid entry above); default: Context::default_gid_index.
   std::optional<std::uint32_t> gid_index;
   /// Rights peers get on this QP (memory regions must grant them too).
   RemoteAccess access = RemoteAccess::all();
