@@ -1,8 +1,9 @@
 # ibverbs-cpp developer commands (`make help`). CMake does the real work; see CMakePresets.json.
 #
 #   make demo      install deps, build (ci preset), run the examples (here or in the testbed)
-#   make test      install deps, build (ci preset, -Werror), run unit, install, lint, device and multi-host tests
+#   make test      install deps, build (ci preset, -Werror), run unit, install, lint, device, multi-host and sanitizer tests
 #   make build     install deps, configure and build (PRESET=ci by default: dev, ci, release)
+#   make test-long the long suites: fuzzing (10 min) and the 4-host soak (10 min), see scripts/run-tests
 #   make fuzz      build the libFuzzer targets (clang-14) and fuzz each for FUZZ_SECONDS (default 300)
 #   make lint      clang-format --dry-run -Werror and clang-tidy over include/ src/ tests/ examples/
 #   make format    apply clang-format in place
@@ -19,10 +20,10 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # cmake runs its own make: keep ours (flags, jobserver, "Entering directory") out of it.
 CMAKE := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
 
-.PHONY: help deps configure build test demo fuzz lint format install clean
+.PHONY: help deps configure build test test-long demo fuzz lint format install clean
 
 help:
-	@sed -n '3,11p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@scripts/install-deps
@@ -35,6 +36,9 @@ build: configure
 
 test: build
 	scripts/run-tests $(BUILD_DIR)
+
+test-long: build
+	scripts/run-tests --long $(BUILD_DIR)
 
 demo: build
 	scripts/demo $(BUILD_DIR)

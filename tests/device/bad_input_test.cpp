@@ -536,22 +536,8 @@ class BadInputMultiChannel : public BadInputDevice {
   void SetUp() override {
     QueuePairSettings settings;
     settings.gid_index = test_gid_index(context);
-    std::vector<PreparedMultiChannel> prepared;
-    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-      prepared.push_back(
-          MultiChannelBuilder(pd, rank, kWorld).queue_pair(settings).timeouts({5s, 5s}).build());
-    }
-    std::vector<std::vector<std::optional<Endpoint>>> remote(
-        kWorld, std::vector<std::optional<Endpoint>>(kWorld));
-    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-      for (std::uint32_t peer = 0; peer < kWorld; ++peer) {
-        if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
-      }
-    }
-    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-      nodes.push_back(std::move(prepared[rank]).handshake(remote[rank]));
-      buffers.emplace_back(kSize);
-    }
+    nodes = connect_local_world(pd, kWorld, settings, {5s, 5s});
+    for (std::uint32_t rank = 0; rank < kWorld; ++rank) buffers.emplace_back(kSize);
     for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
       mrs.push_back(pd.register_remote_accessible(buffers[rank], RemoteAccess::all()));
       remote_of.emplace_back(rank, mrs[rank].remote());

@@ -93,6 +93,32 @@ class ConnectedPair : public ::testing::Test {
   std::optional<QueuePair> b;
 };
 
+/// A whole world of `world` MultiChannels in this process on one protection domain, rank r at
+/// index r, every pair of ranks connected: MultiChannel tests without a network.
+inline std::vector<MultiChannel> connect_local_world(const ProtectionDomain& pd,
+                                                     std::uint32_t world,
+                                                     const QueuePairSettings& settings,
+                                                     const ChannelTimeouts& timeouts) {
+  std::vector<PreparedMultiChannel> prepared;
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    prepared.push_back(
+        MultiChannelBuilder(pd, rank, world).queue_pair(settings).timeouts(timeouts).build());
+  }
+  // remote[r][p]: what peer p made for rank r, gathered before any handshake consumes p
+  std::vector<std::vector<std::optional<Endpoint>>> remote(
+      world, std::vector<std::optional<Endpoint>>(world));
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    for (std::uint32_t peer = 0; peer < world; ++peer) {
+      if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
+    }
+  }
+  std::vector<MultiChannel> channels;
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    channels.push_back(std::move(prepared[rank]).handshake(remote[rank]));
+  }
+  return channels;
+}
+
 /// Fills `bytes` with a pattern that differs per `seed`, so misplaced data is visible.
 inline void fill_pattern(std::span<std::byte> bytes, unsigned seed) {
   for (std::size_t i = 0; i < bytes.size(); ++i) {

@@ -237,24 +237,8 @@ TEST(ThreadsMultiChannel, PerPeerChannelsAreUsedFromDifferentThreads) {
   constexpr std::uint32_t kWorld = 3;
   const Context context = open_test_device();
   const ProtectionDomain pd(context);
-  std::vector<PreparedMultiChannel> prepared;
-  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-    prepared.push_back(MultiChannelBuilder(pd, rank, kWorld)
-                           .queue_pair(thread_test_settings(context))
-                           .timeouts(kTimeouts)
-                           .build());
-  }
-  std::vector<std::vector<std::optional<Endpoint>>> remote(
-      kWorld, std::vector<std::optional<Endpoint>>(kWorld));
-  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-    for (std::uint32_t peer = 0; peer < kWorld; ++peer) {
-      if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
-    }
-  }
-  std::vector<MultiChannel> nodes;
-  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-    nodes.push_back(std::move(prepared[rank]).handshake(remote[rank]));
-  }
+  std::vector<MultiChannel> nodes =
+      connect_local_world(pd, kWorld, thread_test_settings(context), kTimeouts);
   // Each rank's buffer has one area of kBuffer bytes per peer.
   std::vector<std::vector<std::byte>> buffers;
   std::vector<MemoryRegion> mrs;

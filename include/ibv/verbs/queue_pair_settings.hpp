@@ -54,15 +54,15 @@ class AckTimeout {
 
 /// How often a request is retransmitted after an ACK timeout before it fails with
 /// retry_exceeded: 0..7 (7 is seven retries, not infinite, by the InfiniBand specification).
-/// Soft-RoCE (rxe) differs: it takes 7 as "retry forever", so there a request to a peer that
-/// has gone (its process killed, its queue pair destroyed) never completes unless the count
-/// is at most 6; it only ends by the caller's timeout, and a handle dropped on it waits the
-/// channel's drop timeout. Choose 6 or less to see such a peer fail as retry_exceeded there.
+/// The default is 6, not 7: Soft-RoCE (rxe) takes 7 as "retry forever", so there a request to
+/// a peer that has gone (its process killed, its queue pair destroyed) would never complete; it
+/// would only end by the caller's timeout, and a handle dropped on it would wait the channel's
+/// drop timeout. With 6 a vanished peer fails as retry_exceeded on every device.
 class RetryCount {
  public:
   /// Throws ibv::Error (invalid_argument) above 7.
   explicit RetryCount(std::uint8_t count);
-  [[nodiscard]] static constexpr RetryCount default_value() noexcept { return RetryCount(Raw{7}); }
+  [[nodiscard]] static constexpr RetryCount default_value() noexcept { return RetryCount(Raw{6}); }
   [[nodiscard]] constexpr std::uint8_t value() const noexcept { return count_; }
   friend constexpr bool operator==(RetryCount, RetryCount) noexcept = default;
 
