@@ -368,12 +368,9 @@ class BadInputChannel : public BadInputDevice {
   void SetUp() override {
     QueuePairSettings settings;
     settings.gid_index = test_gid_index(context);
-    auto prepared_a = ChannelBuilder(pd).queue_pair(settings).timeouts({5s, 5s}).build();
-    auto prepared_b = ChannelBuilder(pd).queue_pair(settings).timeouts({5s, 5s}).build();
-    const Endpoint endpoint_a = prepared_a.endpoint();
-    const Endpoint endpoint_b = prepared_b.endpoint();
-    a.emplace(std::move(prepared_a).handshake(endpoint_b));
-    b.emplace(std::move(prepared_b).handshake(endpoint_a));
+    auto [channel_a, channel_b] = connect_channel_pair(pd, settings, {5s, 5s});
+    a.emplace(std::move(channel_a));
+    b.emplace(std::move(channel_b));
   }
 
   /// One message from a to b and one RDMA write, checked byte by byte: the channels still work

@@ -64,12 +64,9 @@ class ChannelTest : public ::testing::Test {
     a.reset();
     b.reset();
     settings.gid_index = test_gid_index(context);
-    auto prepared_a = ChannelBuilder(pd).queue_pair(settings).timeouts(timeouts).build();
-    auto prepared_b = ChannelBuilder(pd).queue_pair(settings).timeouts(timeouts).build();
-    const Endpoint endpoint_a = prepared_a.endpoint();
-    const Endpoint endpoint_b = prepared_b.endpoint();
-    a.emplace(std::move(prepared_a).handshake(endpoint_b));
-    b.emplace(std::move(prepared_b).handshake(endpoint_a));
+    auto [channel_a, channel_b] = connect_channel_pair(pd, settings, timeouts);
+    a.emplace(std::move(channel_a));
+    b.emplace(std::move(channel_b));
   }
 
   std::span<std::byte> a_bytes(std::size_t offset, std::size_t length) {

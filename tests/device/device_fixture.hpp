@@ -11,6 +11,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -92,6 +93,20 @@ class ConnectedPair : public ::testing::Test {
   std::optional<QueuePair> a;
   std::optional<QueuePair> b;
 };
+
+/// Two channels on `pd`, built with `settings` and `timeouts` and connected to each other
+/// (loopback on one device): the first is side a, the second side b.
+inline std::pair<Channel, Channel> connect_channel_pair(const ProtectionDomain& pd,
+                                                        const QueuePairSettings& settings,
+                                                        const ChannelTimeouts& timeouts = {}) {
+  auto prepared_a = ChannelBuilder(pd).queue_pair(settings).timeouts(timeouts).build();
+  auto prepared_b = ChannelBuilder(pd).queue_pair(settings).timeouts(timeouts).build();
+  const Endpoint endpoint_a = prepared_a.endpoint();
+  const Endpoint endpoint_b = prepared_b.endpoint();
+  Channel a = std::move(prepared_a).handshake(endpoint_b);
+  Channel b = std::move(prepared_b).handshake(endpoint_a);
+  return {std::move(a), std::move(b)};
+}
 
 /// A whole world of `world` MultiChannels in this process on one protection domain, rank r at
 /// index r, every pair of ranks connected: MultiChannel tests without a network.

@@ -191,11 +191,7 @@ void expect_new_channel_moves_data(const Context& context, std::uint32_t gid_ind
   MemoryRegion source_mr = pd.register_local(source);
   MemoryRegion target_mr = pd.register_remote_accessible(target, RemoteAccess::all());
   auto settings = fault_settings(gid_index);
-  auto prepared_a = ChannelBuilder(pd).queue_pair(settings).build();
-  auto prepared_b = ChannelBuilder(pd).queue_pair(settings).build();
-  const auto endpoint_a = prepared_a.endpoint();
-  Channel a = std::move(prepared_a).handshake(prepared_b.endpoint());
-  Channel b = std::move(prepared_b).handshake(endpoint_a);
+  auto [a, b] = connect_channel_pair(pd, settings);
   const std::array write_data{source_mr.gather(std::span(source).first(kPayload))};
   a.write(write_data, target_mr.remote().sub_region(0, kPayload));
   const std::array into{target_mr.scatter(std::span(target).last(kPayload))};

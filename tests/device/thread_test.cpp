@@ -177,12 +177,9 @@ struct LoopbackPair {
   LoopbackPair(const ProtectionDomain& pd, const QueuePairSettings& settings)
       : mr_a(pd.register_remote_accessible(buffer_a, RemoteAccess::all())),
         mr_b(pd.register_remote_accessible(buffer_b, RemoteAccess::all())) {
-    auto prepared_a = ChannelBuilder(pd).queue_pair(settings).timeouts(kTimeouts).build();
-    auto prepared_b = ChannelBuilder(pd).queue_pair(settings).timeouts(kTimeouts).build();
-    const Endpoint endpoint_a = prepared_a.endpoint();
-    const Endpoint endpoint_b = prepared_b.endpoint();
-    a.emplace(std::move(prepared_a).handshake(endpoint_b));
-    b.emplace(std::move(prepared_b).handshake(endpoint_a));
+    auto [channel_a, channel_b] = connect_channel_pair(pd, settings, kTimeouts);
+    a.emplace(std::move(channel_a));
+    b.emplace(std::move(channel_b));
   }
 
   void stream(unsigned seed, int rounds, Failures& failures) {
