@@ -552,12 +552,16 @@ TEST_F(LinkFault, RxeDeviceRemovalWaitsForTheUserThenCompletes) {
   BackgroundCommand removal({"rdma", "link", "delete", link_->device()});
   const auto removal_started = Clock::now();
   // The removal blocks in the kernel (state D) while this process holds the device.
+  // The state is read once per turn and asserted as seen: reading /proc again could catch the
+  // command between two waits of its uninterruptible sleep.
   const auto deadline = Clock::now() + 20s;
-  while (removal.kernel_state() != 'D' && removal.running() && Clock::now() < deadline) {
+  char state = removal.kernel_state();
+  while (state != 'D' && removal.running() && Clock::now() < deadline) {
     std::this_thread::sleep_for(5ms);
+    state = removal.kernel_state();
   }
   ASSERT_TRUE(removal.running()) << "'rdma link delete' ended while the device was open";
-  ASSERT_EQ(removal.kernel_state(), 'D');
+  ASSERT_EQ(state, 'D');
   // Traffic keeps flowing meanwhile, every message intact.
   for (const std::size_t end = messages + kAfter; messages < end; ++messages) {
     stream->step(messages);
