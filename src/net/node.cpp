@@ -38,6 +38,16 @@ NodeBuilder& NodeBuilder::timeouts(const ChannelTimeouts& timeouts) noexcept {
   return *this;
 }
 
+NodeBuilder& NodeBuilder::wait_mode(const WaitMode& mode) noexcept {
+  channels_.wait_mode(mode);
+  return *this;
+}
+
+NodeBuilder& NodeBuilder::completion_channel(const CompletionChannel& channel) {
+  channels_.completion_channel(channel);
+  return *this;
+}
+
 PreparedNode NodeBuilder::build() const {
   if (barrier_timeout_.count() <= 0) {
     throw_invalid_argument("NodeBuilder::build",

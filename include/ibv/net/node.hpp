@@ -71,6 +71,12 @@ class NodeBuilder {
   NodeBuilder& barrier_timeout(std::chrono::milliseconds timeout) noexcept;
   NodeBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
   NodeBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
+  /// How the per-peer channels wait, barriers included (see MultiChannelBuilder::wait_mode:
+  /// with a mode that sleeps, one completion channel covers every peer).
+  NodeBuilder& wait_mode(const WaitMode& mode) noexcept;
+  /// Attaches every per-peer completion queue to `channel` (see
+  /// MultiChannelBuilder::completion_channel).
+  NodeBuilder& completion_channel(const CompletionChannel& channel);
 
   /// Makes the queue pairs and registers the barrier slots.
   [[nodiscard]] PreparedNode build() const;
