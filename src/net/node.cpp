@@ -58,8 +58,9 @@ PreparedNode NodeBuilder::build() const {
   // The channels first: their settings are checked against the device before anything is
   // made, so bad settings do not register the barrier slots just to free them again.
   PreparedMultiChannel channels = channels_.build();
-  auto barrier = std::make_unique<detail::RdmaBarrier>(channels_.protection_domain(),
-                                                       channels_.rank(), channels_.world_size());
+  auto barrier =
+      std::make_unique<detail::RdmaBarrier>(channels_.protection_domain(), channels_.rank(),
+                                            channels_.world_size(), channels_.wait_mode_setting());
   return {std::move(channels), std::move(barrier), algorithm_, barrier_timeout_};
 }
 

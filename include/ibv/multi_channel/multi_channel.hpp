@@ -60,6 +60,9 @@ class MultiChannelBuilder {
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept {
     return channel_.protection_domain();
   }
+  [[nodiscard]] const WaitMode& wait_mode_setting() const noexcept {
+    return channel_.wait_mode_setting();
+  }
 
   /// Creates world_size - 1 channels' queue pairs and completion queues. Throws ibv::Error
   /// (invalid_argument) before creating any when world_size - 1 exceeds the device's max_qp or
