@@ -57,17 +57,25 @@ for e in summary:
                  f"{e['cpu_user_us_per_rt']:.0f} | {e['cpu_system_us_per_rt']:.0f} | "
                  f"{e['cpu_ping_thread_us_per_rt']:.0f} | {e['cpu_pong_thread_us_per_rt']:.0f} |")
 lines += ["", "## Reading it", "",
-          "- *spin* keeps a core busy for every waiting thread: with a gap, the ponger's CPU time "
-          "per round trip grows with the gap (it spins through it), while *block* sleeps "
-          "through it.",
-          "- *block* pays a sleep and a wake-up per wait (four per round trip: each side waits "
-          "for its send's completion and for the other's message), and more system calls "
-          "(arm, poll, reading events).",
+          "- *spin* keeps a core busy for every waiting thread: its CPU time per round trip is "
+          "about two threads' worth of the wall time, with or without a gap (it spins through "
+          "the gap), and almost all of it is user time (polling).",
+          "- *block* pays a sleep and a wake-up per wait that finds nothing (up to four per round "
+          "trip: each side waits for its send's completion and for the other's message) and "
+          "more system calls (arm, poll, reading events); its CPU time is system time, and "
+          "there is no spinning to pay for.",
+          "- Here two spinning threads hold both of the guest's vCPUs, and Soft-RoCE's work runs "
+          "in the guest kernel: when it has to wait for a vCPU, a round trip waits for a "
+          "scheduler tick (4 ms). Whether a spinning run falls into that mode is chance: an "
+          "earlier run in the same testbed, minutes before, gave spin a 305 us median at gap 0 "
+          "against 11.3 ms for block. So in this testbed the latency column does not rank the "
+          "modes; the CPU columns do.",
           "- In the TCG testbed (QEMU without KVM, two vCPUs on shared host cores) every "
           "system call, wake-up and Soft-RoCE packet is emulated CPU work and the guest's "
-          "clock advances while its vCPUs wait for the host, so absolute figures are far above "
-          "hardware and scatter between runs (see bench/README.md, 'Reading figures from the "
-          "testbed'); compare the modes within one table, made in one boot.", ""]
+          "clock advances while its vCPUs wait for the host (no steal clock), so absolute "
+          "figures are far above hardware and scatter between runs (see bench/README.md, "
+          "'Reading figures from the testbed'); compare the modes within one table, made in "
+          "one boot.", ""]
 with open(md_path, "w", encoding="utf-8") as out:
     out.write("\n".join(lines))
 print(f"wait_modes: wrote {md_path} and {json_path} ({len(runs)} runs)")
