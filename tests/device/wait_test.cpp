@@ -193,10 +193,12 @@ TEST_F(CompletionChannelTest, MisuseIsReported) {
   EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] {
     (void)ChannelBuilder(pd).wait_mode(WaitMode::spin_then_block(0us)).build();
   }));
-  auto [spin_a, spin_b] = connect_pair(pd, WaitMode::spin());
-  EXPECT_FALSE(spin_a.completion_channel().has_value());
-  EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)spin_a.completion_fd(); }));
-  EXPECT_TRUE(throws_error(ErrorKind::state, [&] { spin_a.arm_completion_fd(); }));
+  auto pair = connect_pair(pd, WaitMode::spin());
+  Channel& spinning = pair.first;
+  EXPECT_FALSE(spinning.completion_channel().has_value());
+  EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)spinning.completion_fd(); }));
+  EXPECT_TRUE(throws_error(ErrorKind::state, [&] { spinning.arm_completion_fd(); }));
+  EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)spinning.consume_completion_events(); }));
 }
 
 // --- Channel wait modes -------------------------------------------------------------------------
