@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <cstdlib>
 #include <deque>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -169,27 +171,60 @@ TEST_F(MemoryTest, TransparentHugePagesCarryRdma) {
 
 // --- NUMA --------------------------------------------------------------------------------------
 
-// On every node (the testbed has node 0 only, or more with `testbed/run --numa-nodes N`).
+/// The node of the page at `address` (the raw system call: the test binary does not link
+/// libnuma).
+int node_of(const std::byte* address) {
+  int node = -1;
+  if (syscall(SYS_get_mempolicy, &node, nullptr, 0, address, MPOL_F_NODE | MPOL_F_ADDR) != 0) {
+    ADD_FAILURE() << "get_mempolicy: errno " << errno;
+  }
+  return node;
+}
+
+/// Runs `body` in a new thread pinned to NUMA node `node`, so that memory it touches first
+/// lands on `node` unless a binding says otherwise.
+template <typename Body>
+void on_thread_pinned_to(int node, Body&& body) {
+  std::exception_ptr failure;
+  std::thread([&] {
+    try {
+      (void)pin_thread_to_node(node);
+      body();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }).join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+// On every node (the testbed has node 0 only, or more with `testbed/run --numa-nodes N`). The
+// memory is registered (so faulted in) by a thread pinned to another node where there is one:
+// only the binding puts it on the node asked for.
 TEST_F(MemoryTest, MemoryOnEachNumaNodeCarriesRdmaAndLiesThere) {
   const std::vector<int> nodes = numa_nodes();
   ASSERT_FALSE(nodes.empty());
   EXPECT_EQ(nodes.front(), 0);
-  for (const int node : nodes) {
-    SCOPED_TRACE("NUMA node " + std::to_string(node));
-    const auto on_node = AllocationOptions{}.on_node(node);
-    const auto target =
-        RegisteredMemory::remote_accessible(pd, 64U << 10U, RemoteAccess::all(), on_node);
-    EXPECT_EQ(target.allocation().numa_node(), node);
-    const auto source = RegisteredMemory::local(pd, 64U << 10U, on_node);
-    write_and_read_back(source, target, 64U << 10U, 5);
-    for (const std::size_t offset : {std::size_t{0}, std::size_t{(64U << 10U) - 1}}) {
-      int where = -1;
-      // the raw system call: the test binary does not link libnuma
-      ASSERT_EQ(syscall(SYS_get_mempolicy, &where, nullptr, 0, target.bytes().data() + offset,
-                        MPOL_F_NODE | MPOL_F_ADDR),
-                0);
-      EXPECT_EQ(where, node) << "the page at offset " << offset;
+  constexpr std::size_t kSize = 64U << 10U;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const int node = nodes[i];
+    const int elsewhere = nodes[(i + 1) % nodes.size()];
+    SCOPED_TRACE("NUMA node " + std::to_string(node) + ", touched from node " +
+                 std::to_string(elsewhere));
+    std::optional<RegisteredMemory> target;
+    std::optional<RegisteredMemory> unbound;
+    on_thread_pinned_to(elsewhere, [&] {
+      target.emplace(RegisteredMemory::remote_accessible(pd, kSize, RemoteAccess::all(),
+                                                         AllocationOptions{}.on_node(node)));
+      unbound.emplace(RegisteredMemory::local(pd, kSize));
+    });
+    EXPECT_EQ(target->allocation().numa_node(), node);
+    for (const std::size_t offset : {std::size_t{0}, kSize - 1}) {
+      EXPECT_EQ(node_of(target->bytes().data() + offset), node) << "offset " << offset;
+      // the control: without a binding the pages follow the thread that touched them first
+      EXPECT_EQ(node_of(unbound->bytes().data() + offset), elsewhere) << "offset " << offset;
     }
+    const auto source = RegisteredMemory::local(pd, kSize, AllocationOptions{}.on_node(node));
+    write_and_read_back(source, *target, kSize, 5);
   }
 }
 
