@@ -108,7 +108,7 @@ void bind_to_node(void* data, std::size_t size, int node) {
                      "; reserve more as root, e.g. `echo " + std::to_string(wanted) + " > " + file +
                      "`";
   if (is_default) hint += " (or hugepagesz=/hugepages= on the kernel command line)";
-  hint += ", or use PageKind::transparent_huge or normal pages";
+  hint += ", or use AllocationOptions::transparent_huge_pages() or normal pages";
   throw Error(ErrorKind::resource, kOperation, error, detail, hint);
 }
 

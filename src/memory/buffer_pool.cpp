@@ -140,9 +140,10 @@ BufferPool::~BufferPool() { detail::drop(state_); }
 PooledBuffer BufferPool::acquire() {
   if (auto buffer = try_acquire()) return std::move(*buffer);
   throw Error(ErrorKind::resource, "BufferPool::acquire", ENOBUFS,
-              "all " + std::to_string(state_->count) + " buffers of " +
-                  std::to_string(state_->buffer_size) + " B are in use",
-              "release a buffer (destroy or release() its PooledBuffer) once the work request "
+              (state_->count == 1 ? std::string("the pool's only buffer")
+                                  : "all " + std::to_string(state_->count) + " buffers") +
+                  " of " + std::to_string(state_->buffer_size) + " B in use",
+              "release a buffer (destroy its PooledBuffer or call release()) once the work request "
               "using it has completed, use try_acquire() to wait for one, or make the pool "
               "larger");
 }

@@ -256,13 +256,13 @@ TEST_F(MemoryTest, BufferPoolHandsOutEveryBufferOnceAndTakesThemBack) {
   }
   EXPECT_EQ(seen.size(), 4U) << "four distinct buffers";
   for (const auto& [index, data] : seen) {
-    EXPECT_EQ(data, pool.memory().bytes().data() + index * 128U);
+    EXPECT_EQ(data, pool.memory().bytes().data() + std::size_t{index} * 128U);
   }
   EXPECT_EQ(pool.available(), 0U);
   EXPECT_EQ(pool.in_use(), 4U);
   EXPECT_FALSE(pool.try_acquire().has_value());
   EXPECT_TRUE(throws_error(ErrorKind::resource, [&] { (void)pool.acquire(); },
-                           {"all 4 buffers of 100 B are in use", "release"}));
+                           {"all 4 buffers of 100 B in use", "release"}));
   const std::uint32_t released = held[2].index();
   held[2].release();
   EXPECT_FALSE(held[2]);

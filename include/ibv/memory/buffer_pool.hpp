@@ -90,6 +90,7 @@ class PooledBuffer {
 /// - Lifetime: the pool and its handles share the state; whichever goes last frees it, so a
 ///   handle can never point into freed or deregistered memory.
 /// - Not thread-safe: one thread at a time uses the pool and its handles.
+/// - Move-only; a moved-from pool may only be destroyed or assigned to.
 ///
 /// ```
 /// ibv::BufferPool pool(pd, 4096, 64);
