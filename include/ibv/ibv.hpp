@@ -23,6 +23,12 @@
 #include "ibv/verbs/work_completion.hpp"
 #include "ibv/verbs/work_request.hpp"
 
+// Memory: allocation (huge pages, NUMA), registered memory, buffer pools, thread placement.
+#include "ibv/memory/allocation.hpp"
+#include "ibv/memory/buffer_pool.hpp"
+#include "ibv/memory/numa.hpp"
+#include "ibv/memory/registered_memory.hpp"
+
 // Layer 2: channel, a safe point-to-point connection.
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/pending_work.hpp"
