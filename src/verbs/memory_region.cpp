@@ -35,6 +35,18 @@ MemoryRegion::MemoryRegion(ProtectionDomain pd, ibv_mr* owned, RemoteAccess acce
   if (owned == nullptr) throw_invalid_argument("MemoryRegion", "registration", "is null");
 }
 
+MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
+  if (this != &other) {
+    // Member-wise assignment would release the old protection domain first: if that was its
+    // last reference, ibv_dealloc_pd fails (a region is still registered) and the PD leaks.
+    mr_.reset();
+    pd_ = std::move(other.pd_);
+    mr_ = std::move(other.mr_);
+    access_ = other.access_;
+  }
+  return *this;
+}
+
 std::uint64_t MemoryRegion::address() const noexcept { return address_of(mr_->addr); }
 std::size_t MemoryRegion::length() const noexcept { return mr_->length; }
 std::uint32_t MemoryRegion::lkey() const noexcept { return mr_->lkey; }

@@ -3,11 +3,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
+#include "resource_check.hpp"
 #include "support/error_matchers.hpp"
 
 namespace ibv::test {
@@ -29,6 +31,30 @@ TEST_F(Setup, LocalRegistrationHasKeysButNoRemoteForm) {
   EXPECT_TRUE(mr.remote_access().empty());
   EXPECT_TRUE(ibv_test::throws_error(ErrorKind::invalid_argument, [&] { (void)mr.remote(); },
                                      {"local use only"}));
+}
+
+TEST_F(Setup, MoveAssigningARegionDeregistersItBeforeReleasingItsProtectionDomain) {
+  std::vector<std::byte> first(4096);
+  std::vector<std::byte> second(4096);
+  std::string why;
+  const auto before = own_resource_counts(why);
+  ASSERT_TRUE(before) << why;
+  // The region is the only owner of its protection domain: assigning over it must deregister
+  // it before the domain goes (the other way round, ibv_dealloc_pd fails and the PD leaks
+  // until the device is closed).
+  MemoryRegion region = ProtectionDomain(context).register_local(first);
+  region = pd.register_local(second);
+  EXPECT_EQ(region.bytes().data(), second.data());
+  EXPECT_EQ(region.protection_domain().native(), pd.native());
+  const auto after = own_resource_counts(why);
+  ASSERT_TRUE(after) << why;
+  const std::string device = context.name();
+  const auto count = [&](const ResourceCounts& counts, const char* kind) {
+    const auto it = counts.find({device, kind});
+    return it == counts.end() ? 0LL : it->second;
+  };
+  EXPECT_EQ(count(*after, "pd"), count(*before, "pd"));
+  EXPECT_EQ(count(*after, "mr"), count(*before, "mr") + 1);
 }
 
 TEST_F(Setup, RemoteAccessibleRegistrationGivesItsRemoteForm) {

@@ -34,7 +34,9 @@ class MemoryRegion {
   MemoryRegion(ProtectionDomain pd, ibv_mr* owned, RemoteAccess access);
 
   MemoryRegion(MemoryRegion&&) noexcept = default;
-  MemoryRegion& operator=(MemoryRegion&&) noexcept = default;
+  /// Deregisters the region held before taking `other`'s, and only then lets go of its
+  /// protection domain (which may be the last reference to it).
+  MemoryRegion& operator=(MemoryRegion&& other) noexcept;
   MemoryRegion(const MemoryRegion&) = delete;
   MemoryRegion& operator=(const MemoryRegion&) = delete;
   ~MemoryRegion() = default;
