@@ -131,7 +131,8 @@ TEST_F(Atomics, TwoChannelsAddingConcurrentlyOntoOneWordSumExactly) {
   // A second pair, so that two queue pairs (each used by its own thread) target b's word.
   QueuePairSettings settings;
   settings.gid_index = test_gid_index(context);
-  auto [c, d] = connect_channel_pair(pd, settings, kTimeouts);
+  auto second_pair = connect_channel_pair(pd, settings, kTimeouts);
+  Channel& c = second_pair.first;
   constexpr std::uint64_t kEach = 40;
   std::vector<std::uint64_t> olds(2 * kEach);
   const MemoryRegion olds_mr = pd.register_local(std::as_writable_bytes(std::span(olds)));
