@@ -131,6 +131,7 @@ const std::optional<CompletionChannel>& Channel::completion_channel() const noex
 int Channel::completion_fd() const { return core_->completion_fd(); }
 void Channel::arm_completion_fd() { core_->arm_completion_fd(); }
 std::size_t Channel::consume_completion_events() { return core_->consume_completion_events(); }
+std::uint64_t Channel::inline_posts() const noexcept { return core_->inline_posts(); }
 
 namespace {
 
@@ -205,6 +206,24 @@ PendingWork Channel::post_read(std::span<const ScatterElement> into,
       core_, [&](std::uint64_t id) { return SendRequest::read(id, into, source); }, options);
 }
 
+PendingWork Channel::post_fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
+                                    std::uint64_t add, PostOptions options) {
+  return detail::post(
+      core_, [&](std::uint64_t id) { return SendRequest::fetch_add(id, result, target, add); },
+      options);
+}
+
+PendingWork Channel::post_compare_swap(const ScatterElement& result,
+                                       const RemoteMemoryRegion& target, std::uint64_t expected,
+                                       std::uint64_t desired, PostOptions options) {
+  return detail::post(
+      core_,
+      [&](std::uint64_t id) {
+        return SendRequest::compare_swap(id, result, target, expected, desired);
+      },
+      options);
+}
+
 WorkCompletion Channel::send(std::span<const GatherElement> data, Timeout timeout) {
   check_timeout(timeout, "send");
   const auto id = core_->post_send([&](std::uint64_t i) { return SendRequest::send(i, data); }, {});
@@ -250,6 +269,26 @@ WorkCompletion Channel::read(std::span<const ScatterElement> into, const RemoteM
   const auto id =
       core_->post_send([&](std::uint64_t i) { return SendRequest::read(i, into, source); }, {});
   return await(*core_, id, timeout, "read");
+}
+
+WorkCompletion Channel::fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
+                                  std::uint64_t add, Timeout timeout) {
+  check_timeout(timeout, "fetch_add");
+  const auto id = core_->post_send(
+      [&](std::uint64_t i) { return SendRequest::fetch_add(i, result, target, add); }, {});
+  return await(*core_, id, timeout, "fetch_add");
+}
+
+WorkCompletion Channel::compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
+                                     std::uint64_t expected, std::uint64_t desired,
+                                     Timeout timeout) {
+  check_timeout(timeout, "compare_swap");
+  const auto id = core_->post_send(
+      [&](std::uint64_t i) {
+        return SendRequest::compare_swap(i, result, target, expected, desired);
+      },
+      {});
+  return await(*core_, id, timeout, "compare_swap");
 }
 
 }  // namespace ibv

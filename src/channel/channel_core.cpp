@@ -20,6 +20,8 @@ WorkOpcode completion_opcode(SendOpcode opcode) {
     case SendOpcode::rdma_write:
     case SendOpcode::rdma_write_with_immediate: return WorkOpcode::rdma_write;
     case SendOpcode::rdma_read: return WorkOpcode::rdma_read;
+    case SendOpcode::atomic_fetch_and_add: return WorkOpcode::fetch_and_add;
+    case SendOpcode::atomic_compare_and_swap: return WorkOpcode::compare_and_swap;
   }
   return WorkOpcode::send;
 }
@@ -52,6 +54,7 @@ ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeo
       cq_(std::move(cq)),
       timeouts_(timeouts),
       wait_mode_(wait),
+      max_inline_data_(qp_.max_inline_data()),
       slots_(ring_size(qp_.settings())),
       slot_mask_(slots_.size() - 1),
       send_queue_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)) {

@@ -22,6 +22,20 @@
 
 namespace ibv::detail {
 
+/// Marks `request` inline as `policy` says: automatic inlines sends and writes whose data fits
+/// `max_inline_data` (what the device granted the QP); always inlines whatever it is (the QP's
+/// check rejects what can not be); never leaves it. Compares only: it runs on every post.
+inline void apply_inline(SendRequest& request, InlinePolicy policy,
+                         std::uint32_t max_inline_data) noexcept {
+  if (policy == InlinePolicy::automatic) [[likely]] {
+    if (request.byte_length() <= max_inline_data && may_be_inline(request.opcode())) {
+      request.inline_data();
+    }
+  } else if (policy == InlinePolicy::always) {
+    request.inline_data();
+  }
+}
+
 class ChannelCore {
  public:
   /// Throws ibv::Error (invalid_argument) when `wait` sleeps and `cq` has no completion channel.
@@ -34,13 +48,14 @@ class ChannelCore {
   std::uint64_t post_send(MakeRequest&& make, PostOptions options) {
     const std::uint64_t id = next_wr_id_++;
     SendRequest request = make(id);
-    if (options.inline_data) request.inline_data();
+    apply_inline(request, options.inline_data, max_inline_data_);
     qp_.check(request);  // bad input throws before the post waits for room or touches the QP
     wait_for_room(Queue::send);
     const bool signaled = options.signaled || must_signal();
     if (!signaled) request.unsignaled();
     qp_.post_send(request);
     track_send(id, signaled, request.opcode(), false);
+    if (request.is_inline()) ++inline_posts_;
     return id;
   }
   /// Posts a receive into `into` under a fresh wr_id. Returns the wr_id.
@@ -66,6 +81,8 @@ class ChannelCore {
   [[nodiscard]] const CompletionQueue& completion_queue() const noexcept { return cq_; }
   [[nodiscard]] const ChannelTimeouts& timeouts() const noexcept { return timeouts_; }
   [[nodiscard]] const WaitMode& wait_mode() const noexcept { return wait_mode_; }
+  /// Send-queue requests posted inline so far.
+  [[nodiscard]] std::uint64_t inline_posts() const noexcept { return inline_posts_; }
 
  private:
   enum class Queue : std::uint8_t { send, receive };
@@ -132,6 +149,8 @@ class ChannelCore {
   CompletionQueue cq_;
   ChannelTimeouts timeouts_;
   WaitMode wait_mode_;
+  std::uint32_t max_inline_data_ = 0;  // what the device granted the QP (automatic inlining)
+  std::uint64_t inline_posts_ = 0;
   std::uint64_t next_wr_id_ = 1;
   // Every request the channel tracks, in the slot wr_id & slot_mask_ (wr_ids are consecutive,
   // so the requests of the last slots_.size() wr_ids never share a slot). The ring holds at

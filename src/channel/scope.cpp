@@ -222,6 +222,25 @@ PendingWork& ScopeBase::post_read(std::span<const ScatterElement> into,
       core_, [&](std::uint64_t id) { return SendRequest::read(id, into, source); }, options));
 }
 
+PendingWork& ScopeBase::post_fetch_add(const ScatterElement& result,
+                                       const RemoteMemoryRegion& target, std::uint64_t add,
+                                       PostOptions options) {
+  return work_.keep(post(
+      core_, [&](std::uint64_t id) { return SendRequest::fetch_add(id, result, target, add); },
+      options));
+}
+
+PendingWork& ScopeBase::post_compare_swap(const ScatterElement& result,
+                                          const RemoteMemoryRegion& target, std::uint64_t expected,
+                                          std::uint64_t desired, PostOptions options) {
+  return work_.keep(post(
+      core_,
+      [&](std::uint64_t id) {
+        return SendRequest::compare_swap(id, result, target, expected, desired);
+      },
+      options));
+}
+
 }  // namespace detail
 
 ChannelScope::ChannelScope(std::shared_ptr<detail::ChannelCore> core) noexcept

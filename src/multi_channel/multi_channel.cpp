@@ -255,6 +255,21 @@ WorkCompletion MultiChannel::read(std::uint32_t peer, std::span<const ScatterEle
       .read(into, source.region(), timeout);
 }
 
+WorkCompletion MultiChannel::fetch_add(std::uint32_t peer, const ScatterElement& result,
+                                       const PeerRemoteMemoryRegion& target, std::uint64_t add,
+                                       Timeout timeout) {
+  return detail::peer_channel(*this, peer, target, "MultiChannel::fetch_add")
+      .fetch_add(result, target.region(), add, timeout);
+}
+
+WorkCompletion MultiChannel::compare_swap(std::uint32_t peer, const ScatterElement& result,
+                                          const PeerRemoteMemoryRegion& target,
+                                          std::uint64_t expected, std::uint64_t desired,
+                                          Timeout timeout) {
+  return detail::peer_channel(*this, peer, target, "MultiChannel::compare_swap")
+      .compare_swap(result, target.region(), expected, desired, timeout);
+}
+
 // --- blocking, several peers --------------------------------------------------------------------
 
 namespace {
@@ -352,6 +367,21 @@ PendingWork MultiChannel::post_read(std::uint32_t peer, std::span<const ScatterE
                                     const PeerRemoteMemoryRegion& source, PostOptions options) {
   return detail::peer_channel(*this, peer, source, "MultiChannel::post_read")
       .post_read(into, source.region(), options);
+}
+
+PendingWork MultiChannel::post_fetch_add(std::uint32_t peer, const ScatterElement& result,
+                                         const PeerRemoteMemoryRegion& target, std::uint64_t add,
+                                         PostOptions options) {
+  return detail::peer_channel(*this, peer, target, "MultiChannel::post_fetch_add")
+      .post_fetch_add(result, target.region(), add, options);
+}
+
+PendingWork MultiChannel::post_compare_swap(std::uint32_t peer, const ScatterElement& result,
+                                            const PeerRemoteMemoryRegion& target,
+                                            std::uint64_t expected, std::uint64_t desired,
+                                            PostOptions options) {
+  return detail::peer_channel(*this, peer, target, "MultiChannel::post_compare_swap")
+      .post_compare_swap(result, target.region(), expected, desired, options);
 }
 
 // --- unpolled, several peers --------------------------------------------------------------------

@@ -46,6 +46,20 @@ PendingWork& MultiScopeBase::post_read(std::uint32_t peer, std::span<const Scatt
   return work_.keep(channels_.post_read(peer, into, source, options), peer);
 }
 
+PendingWork& MultiScopeBase::post_fetch_add(std::uint32_t peer, const ScatterElement& result,
+                                            const PeerRemoteMemoryRegion& target, std::uint64_t add,
+                                            PostOptions options) {
+  return work_.keep(channels_.post_fetch_add(peer, result, target, add, options), peer);
+}
+
+PendingWork& MultiScopeBase::post_compare_swap(std::uint32_t peer, const ScatterElement& result,
+                                               const PeerRemoteMemoryRegion& target,
+                                               std::uint64_t expected, std::uint64_t desired,
+                                               PostOptions options) {
+  return work_.keep(channels_.post_compare_swap(peer, result, target, expected, desired, options),
+                    peer);
+}
+
 namespace {
 BatchSink keep_in(ScopeWork& work) {
   return [&work](std::uint32_t peer, PendingWork posted) { work.keep(std::move(posted), peer); };

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "channel/channel_core.hpp"
 #include "ibv/verbs/error.hpp"
 
 namespace ibv::detail {
@@ -60,8 +61,10 @@ void check_request(std::string_view operation, MultiChannel& channels, std::stri
   }
 }
 
-SendRequest with_options(SendRequest request, PostOptions options) {
-  if (options.inline_data) request.inline_data();
+/// `request` as the channel to `peer` would post it with `options` (inline or not).
+SendRequest with_options(SendRequest request, PostOptions options, const MultiChannel& channels,
+                         std::uint32_t peer) {
+  apply_inline(request, options.inline_data, channels.channel(peer).queue_pair().max_inline_data());
   return request;
 }
 
@@ -83,8 +86,9 @@ void post_batch(MultiChannel& channels, std::span<const PeerSend> sends, PostOpt
                 std::string_view operation, const BatchSink& sink) {
   for (std::size_t i = 0; i < sends.size(); ++i) {
     check_peer(operation, channels, "sends", i, sends[i].peer);
-    check_request(operation, channels, "sends", i, sends[i].peer,
-                  with_options(SendRequest::send(0, sends[i].data), options));
+    check_request(
+        operation, channels, "sends", i, sends[i].peer,
+        with_options(SendRequest::send(0, sends[i].data), options, channels, sends[i].peer));
   }
   for (const auto& send : sends) {
     sink(send.peer, channels.channel(send.peer).post_send(send.data, options));
@@ -111,8 +115,8 @@ void post_batch(MultiChannel& channels, std::span<const PeerWrite> writes, PostO
           owner_problem(writes[i].peer, writes[i].destination));
     check_request(
         operation, channels, "writes", i, writes[i].peer,
-        with_options(SendRequest::write(0, writes[i].data, writes[i].destination.region()),
-                     options));
+        with_options(SendRequest::write(0, writes[i].data, writes[i].destination.region()), options,
+                     channels, writes[i].peer));
   }
   for (const auto& write : writes) {
     sink(write.peer,
@@ -126,9 +130,9 @@ void post_batch(MultiChannel& channels, std::span<const PeerRead> reads, PostOpt
     check_peer(operation, channels, "reads", i, reads[i].peer);
     check(operation, element("reads", i) + ".source",
           owner_problem(reads[i].peer, reads[i].source));
-    check_request(
-        operation, channels, "reads", i, reads[i].peer,
-        with_options(SendRequest::read(0, reads[i].into, reads[i].source.region()), options));
+    check_request(operation, channels, "reads", i, reads[i].peer,
+                  with_options(SendRequest::read(0, reads[i].into, reads[i].source.region()),
+                               options, channels, reads[i].peer));
   }
   for (const auto& read : reads) {
     sink(read.peer,
@@ -147,7 +151,7 @@ void post_multicast(MultiChannel& channels, std::span<const std::uint32_t> peers
     if (seen[peer]) check(operation, where, "is listed twice (a multicast sends once to each)");
     seen[peer] = true;
     check_request(operation, channels, "peers", i, peer,
-                  with_options(SendRequest::send(0, data), options));
+                  with_options(SendRequest::send(0, data), options, channels, peer));
   }
   for (const std::uint32_t peer : peers) {
     sink(peer, channels.channel(peer).post_send(data, options));

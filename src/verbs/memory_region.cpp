@@ -69,7 +69,7 @@ RemoteMemoryRegion MemoryRegion::remote() const {
                            "was registered for local use only; register it with "
                            "register_remote_accessible() to hand it to a peer");
   }
-  return {address(), length(), rkey()};
+  return RemoteMemoryRegion(address(), length(), rkey()).with_access(access_);
 }
 
 namespace {

@@ -5,12 +5,14 @@
 #include <infiniband/verbs.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <string>
 #include <utility>
 
 #include "ibv/verbs/error.hpp"
+#include "verbs/atomic_check.hpp"
 #include "verbs/queue_pair_resolve.hpp"
 
 namespace ibv {
@@ -130,6 +132,45 @@ void post_receives(const detail::QueuePairCore& core, std::span<ReceiveRequest> 
       reason);
 }
 
+// The checks only atomics need (QueuePair::check calls it for them alone): compares
+// (atomic_problem), and the message is built only when one fails.
+void check_atomic(const detail::QueuePairCore& core, const SendRequest& request) {
+  const auto& s = core.settings;
+  const auto problem = detail::atomic_problem(
+      request, core.device_atomics, s.max_rd_atomic ? s.max_rd_atomic->value() : 0U,
+      s.max_dest_rd_atomic ? s.max_dest_rd_atomic->value() : 0U);
+  if (problem == detail::AtomicProblem::none) [[likely]] {
+    return;
+  }
+  const std::string target = request.remote() ? request.remote()->to_string() : "no region";
+  switch (problem) {
+    case detail::AtomicProblem::device_without_atomics:
+      reject_send(request, "is an atomic, but device " + core.pd.context().name() +
+                               " does not implement atomics (its atomic_cap is NONE)");
+    case detail::AtomicProblem::no_read_atomic_depth:
+      reject_send(request,
+                  "is an atomic, but the QP allows no outstanding reads/atomics "
+                  "(max_rd_atomic and max_dest_rd_atomic must be at least 1)");
+    case detail::AtomicProblem::result_not_one_word:
+      reject_send(request, "has a result buffer of " + std::to_string(request.byte_length()) +
+                               " bytes in " + std::to_string(request.element_count()) +
+                               " element(s); an atomic's result buffer is one element of "
+                               "exactly 8 bytes");
+    case detail::AtomicProblem::unaligned_target:
+      reject_send(request, "targets " + target +
+                               ", whose address is not 8-byte aligned (atomics operate on "
+                               "aligned 8-byte words)");
+    case detail::AtomicProblem::short_target:
+      reject_send(request,
+                  "targets " + target + ", shorter than the 8-byte word an atomic operates on");
+    case detail::AtomicProblem::target_without_atomic_access:
+      reject_send(request, "targets " + target +
+                               ", which was registered without remote atomic access (it allows " +
+                               request.remote()->access()->to_string() + ")");
+    case detail::AtomicProblem::none: break;
+  }
+}
+
 }  // namespace
 
 void detail::QueuePairDestroyer::operator()(ibv_qp* qp) const noexcept {
@@ -238,7 +279,7 @@ ResolvedQueuePair resolve_queue_pair(const Context& context, const QueuePairSett
                     ")",
                 "ports are numbered from 1; `ibvcpp devices -v` lists them");
   }
-  ResolvedQueuePair resolved{settings, context.query_port(settings.port), 0, Gid{}};
+  ResolvedQueuePair resolved{settings, context.query_port(settings.port), 0, Gid{}, device.atomics};
   auto& s = resolved.settings;
   check_limit(operation, "max_send_wr", s.max_send_wr.value(), device.max_qp_wr, "max_qp_wr");
   check_limit(operation, "max_recv_wr", s.max_recv_wr.value(), device.max_qp_wr, "max_qp_wr");
@@ -303,6 +344,7 @@ PreparedQueuePair QueuePairBuilder::build() const {
                                                                     resolved.port,
                                                                     resolved.gid_index,
                                                                     resolved.gid,
+                                                                    resolved.device_atomics,
                                                                     0,
                                                                     {}});
   const auto& s = core->settings;
@@ -316,22 +358,34 @@ PreparedQueuePair QueuePairBuilder::build() const {
   init.cap.max_recv_wr = s.max_recv_wr.value();
   init.cap.max_send_sge = s.max_send_sge.value();
   init.cap.max_recv_sge = s.max_recv_sge.value();
-  init.cap.max_inline_data = s.max_inline_data.value();
-  errno = 0;
-  ibv_qp* raw = ibv_create_qp(pd_.native(), &init);
-  if (raw == nullptr) {
+  // Unset max_inline_data: the default, and less where the device refuses it (devices differ
+  // in how much they inline, and say so only by failing ibv_create_qp).
+  constexpr std::array<std::uint32_t, 3> kDefaultInlineSteps{InlineSize::kDefault, 64, 0};
+  const std::span<const std::uint32_t> inline_tries =
+      s.max_inline_data ? std::span<const std::uint32_t>() : std::span(kDefaultInlineSteps);
+  const std::uint32_t asked_inline = s.max_inline_data ? s.max_inline_data->value() : 0;
+  ibv_qp* raw = nullptr;
+  for (std::size_t attempt = 0;; ++attempt) {
+    const std::uint32_t inline_size = inline_tries.empty() ? asked_inline : inline_tries[attempt];
+    init.cap.max_inline_data = inline_size;
+    errno = 0;
+    raw = ibv_create_qp(pd_.native(), &init);
+    if (raw != nullptr) break;
+    if (attempt + 1 < inline_tries.size()) continue;  // try a smaller default inline size
     throw_verb_error("ibv_create_qp", errno != 0 ? errno : ENOMEM,
                      "RC QP on " + context.name() + " with max_send_wr " +
                          std::to_string(s.max_send_wr.value()) + ", max_recv_wr " +
                          std::to_string(s.max_recv_wr.value()) + ", max_inline_data " +
-                         std::to_string(s.max_inline_data.value()));
+                         std::to_string(inline_size));
   }
   core->qp.reset(raw);
+  // What the device granted: providers write it back into cap (those that do not leave what
+  // was asked, which they granted).
   core->max_inline_data = init.cap.max_inline_data;
-  if (core->max_inline_data < s.max_inline_data.value()) {
+  if (s.max_inline_data && init.cap.max_inline_data < asked_inline) {
     throw_invalid_argument(
-        "QueuePairBuilder::build", "max_inline_data " + std::to_string(s.max_inline_data.value()),
-        "is more than the device grants (" + std::to_string(core->max_inline_data) + ")");
+        "QueuePairBuilder::build", "max_inline_data " + std::to_string(asked_inline),
+        "is more than the device grants (" + std::to_string(init.cap.max_inline_data) + ")");
   }
 
   ibv_qp_attr attr{};
@@ -468,9 +522,14 @@ void QueuePair::check(const SendRequest& request) const {
                              " bytes, more than the port's max message size of " +
                              std::to_string(core_->port.max_message_size));
   }
+  if (is_atomic(request.opcode())) [[unlikely]] {
+    check_atomic(*core_, request);
+  }
   if (request.is_inline()) {
-    if (request.opcode() == SendOpcode::rdma_read) {
-      reject_send(request, "is an RDMA read, which can not be inline");
+    if (!may_be_inline(request.opcode())) {
+      reject_send(request, is_atomic(request.opcode())
+                               ? "is an atomic, which can not be inline"
+                               : "is an RDMA read, which can not be inline");
     }
     if (request.byte_length() > core_->max_inline_data) {
       reject_send(request, "has " + std::to_string(request.byte_length()) +
@@ -479,11 +538,14 @@ void QueuePair::check(const SendRequest& request) const {
     }
   }
   if (const auto& remote = request.remote(); remote && request.byte_length() > remote->length()) {
-    reject_send(request,
-                "moves " + std::to_string(request.byte_length()) + " bytes, more than its " +
-                    remote->to_string() + " holds (the " +
-                    (request.opcode() == SendOpcode::rdma_read ? "source" : "destination") +
-                    " region)");
+    reject_send(request, "moves " + std::to_string(request.byte_length()) +
+                             " bytes, more than its " + remote->to_string() + " holds (the " +
+                             (request.opcode() == SendOpcode::rdma_write ||
+                                      request.opcode() == SendOpcode::rdma_write_with_immediate
+                                  ? "destination"
+                              : request.opcode() == SendOpcode::rdma_read ? "source"
+                                                                          : "target") +
+                             " region)");
   }
 }
 

@@ -18,6 +18,7 @@ struct ResolvedQueuePair {
   PortAttributes port;
   std::uint32_t gid_index = 0;
   Gid gid;
+  bool device_atomics = false;  ///< the device's atomic_cap is not NONE
 };
 
 /// Checks `settings` against `context` (port, GID index, queue depths, SGEs, read/atomic depths,

@@ -50,7 +50,9 @@ RemoteMemoryRegion RemoteMemoryRegion::sub_region(std::uint64_t offset,
         "offset " + std::to_string(offset) + " + length " + std::to_string(length) +
             " lies outside the remote region of " + std::to_string(length_) + " bytes");
   }
-  return {address_ + offset, length, rkey_};
+  RemoteMemoryRegion sub(address_ + offset, length, rkey_);
+  sub.access_ = access_;
+  return sub;
 }
 
 RemoteMemoryRegion RemoteMemoryRegion::sub_region_from(std::uint64_t offset) const {
@@ -60,7 +62,9 @@ RemoteMemoryRegion RemoteMemoryRegion::sub_region_from(std::uint64_t offset) con
                                           " lies past the end of the remote region of " +
                                           std::to_string(length_) + " bytes");
   }
-  return {address_ + offset, length_ - offset, rkey_};
+  RemoteMemoryRegion sub(address_ + offset, length_ - offset, rkey_);
+  sub.access_ = access_;
+  return sub;
 }
 
 std::array<std::byte, RemoteMemoryRegion::kWireSize> RemoteMemoryRegion::to_bytes() const noexcept {

@@ -24,6 +24,8 @@ std::string_view to_string(SendOpcode opcode) noexcept {
     case SendOpcode::rdma_write: return "rdma_write";
     case SendOpcode::rdma_write_with_immediate: return "rdma_write_with_immediate";
     case SendOpcode::rdma_read: return "rdma_read";
+    case SendOpcode::atomic_fetch_and_add: return "atomic_fetch_and_add";
+    case SendOpcode::atomic_compare_and_swap: return "atomic_compare_and_swap";
   }
   return "unknown";
 }
@@ -41,6 +43,8 @@ SendRequest::SendRequest(std::uint64_t wr_id, SendOpcode opcode, const ibv_sge* 
     case SendOpcode::rdma_write: wr_.opcode = IBV_WR_RDMA_WRITE; break;
     case SendOpcode::rdma_write_with_immediate: wr_.opcode = IBV_WR_RDMA_WRITE_WITH_IMM; break;
     case SendOpcode::rdma_read: wr_.opcode = IBV_WR_RDMA_READ; break;
+    case SendOpcode::atomic_fetch_and_add: wr_.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD; break;
+    case SendOpcode::atomic_compare_and_swap: wr_.opcode = IBV_WR_ATOMIC_CMP_AND_SWP; break;
   }
 }
 
@@ -82,6 +86,33 @@ SendRequest SendRequest::read(std::uint64_t wr_id, std::span<const ScatterElemen
                       total_length(into));
   request.set_remote(source);
   return request;
+}
+
+SendRequest SendRequest::fetch_add(std::uint64_t wr_id, const ScatterElement& result,
+                                   const RemoteMemoryRegion& target, std::uint64_t add) noexcept {
+  SendRequest request(wr_id, SendOpcode::atomic_fetch_and_add, &result.native(), 1,
+                      result.length());
+  request.set_atomic(target, add, 0);
+  return request;
+}
+
+SendRequest SendRequest::compare_swap(std::uint64_t wr_id, const ScatterElement& result,
+                                      const RemoteMemoryRegion& target, std::uint64_t expected,
+                                      std::uint64_t desired) noexcept {
+  SendRequest request(wr_id, SendOpcode::atomic_compare_and_swap, &result.native(), 1,
+                      result.length());
+  request.set_atomic(target, expected, desired);
+  return request;
+}
+
+void SendRequest::set_atomic(const RemoteMemoryRegion& target, std::uint64_t compare_add,
+                             std::uint64_t swap) noexcept {
+  // Host byte order: the provider puts them on the wire big-endian.
+  wr_.wr.atomic.remote_addr = target.address();
+  wr_.wr.atomic.rkey = target.rkey();
+  wr_.wr.atomic.compare_add = compare_add;
+  wr_.wr.atomic.swap = swap;
+  remote_ = target;
 }
 
 void SendRequest::set_remote(const RemoteMemoryRegion& remote) noexcept {

@@ -464,12 +464,15 @@ TEST_F(BadInputChannel, RejectedPostsPostNothingAndLeaveTheChannelUsable) {
       rejects("Channel::post_receive", "into", "2 elements (max_recv_sge 1)",
               [&] { (void)b->post_receive(two_into); }, {"2 elements", "max_recv_sge of 1"}),
       rejects("Channel::post_send", "inline data", "max_inline_data + 1 bytes",
-              [&] { (void)a->post_send(inline_over, {.signaled = true, .inline_data = true}); },
+              [&] {
+                (void)a->post_send(inline_over,
+                                   {.signaled = true, .inline_data = InlinePolicy::always});
+              },
               {str(inline_max + 1) + " inline bytes", "max_inline_data of " + str(inline_max)}),
       rejects("Channel::post_read", "inline", "an inline read",
               [&] {
                 (void)a->post_read(into_4k, whole_b.sub_region(0, 4096),
-                                   {.signaled = true, .inline_data = true});
+                                   {.signaled = true, .inline_data = InlinePolicy::always});
               },
               {"RDMA read", "can not be inline"}),
   };
@@ -480,7 +483,8 @@ TEST_F(BadInputChannel, RejectedPostsPostNothingAndLeaveTheChannelUsable) {
         accepts("Channel::post_send", "inline data", "max_inline_data bytes", [&, inline_max_data] {
           PendingWork received =
               b->post_receive(std::array{mr_b.scatter(std::span(buffer_b).first(inline_max))});
-          a->post_send(inline_max_data, {.signaled = true, .inline_data = true}).wait();
+          a->post_send(inline_max_data, {.signaled = true, .inline_data = InlinePolicy::always})
+              .wait();
           (void)received.wait();
         }));
   }

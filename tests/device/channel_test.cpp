@@ -855,7 +855,7 @@ TEST_F(ChannelUnsignaled, InlineSendsCarryTheirData) {
   connect(settings);
   fill_pattern(a_bytes(0, 64), 24);
   PendingWork receive = b->post_receive(scatter_b(0, 64));
-  PendingWork send = a->post_send(gather_a(0, 64), {.inline_data = true});
+  PendingWork send = a->post_send(gather_a(0, 64), {.inline_data = InlinePolicy::always});
   EXPECT_TRUE(send.wait().ok());
   EXPECT_EQ(receive.wait().byte_length(), 64U);
   EXPECT_TRUE(std::ranges::equal(a_bytes(0, 64), b_bytes(0, 64)));

@@ -96,8 +96,8 @@ BwResult client_loop(Session& session, std::uint64_t size) {
   std::vector<std::int64_t> posted(total);
   std::vector<CompletionMark> marks;
   marks.reserve(total / moderation + lanes.size() + 1);
-  const ibv::PostOptions unsignaled{.signaled = false, .inline_data = options.sends_inline(size)};
-  const ibv::PostOptions signaled{.signaled = true, .inline_data = options.sends_inline(size)};
+  const ibv::PostOptions unsignaled{.signaled = false, .inline_data = options.inline_policy(size)};
+  const ibv::PostOptions signaled{.signaled = true, .inline_data = options.inline_policy(size)};
 
   session.sync();
   Heartbeat heartbeat(session.connection);

@@ -11,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include "ibv/channel/post_options.hpp"
+
 namespace ibvcpp {
 
 /// Which work request a perf test measures.
@@ -77,6 +79,11 @@ struct PerfOptions {
   /// Whether a request of `size` bytes goes inline (sends and writes up to -I).
   [[nodiscard]] bool sends_inline(std::uint64_t size) const noexcept {
     return test.verb != Verb::read && size <= inline_size;
+  }
+  /// sends_inline() as the Channel's per-request policy: exactly as -I says (as perftest), never
+  /// the library's automatic choice.
+  [[nodiscard]] ibv::InlinePolicy inline_policy(std::uint64_t size) const noexcept {
+    return sends_inline(size) ? ibv::InlinePolicy::always : ibv::InlinePolicy::never;
   }
 };
 

@@ -103,7 +103,8 @@ class PreparedChannel {
 /// time; channels on one protection domain may be used by different threads).
 ///
 /// Three ways to post, from the most to the least guarded:
-/// - blocking: `send`, `receive`, `write`, `read` (and the immediate forms) post one request
+/// - blocking: `send`, `receive`, `write`, `read`, `fetch_add`, `compare_swap` (and the
+///   immediate forms) post one request
 ///   and wait for its completion, throwing ibv::WorkError if it failed. With a timeout, a
 ///   request that does not complete in time throws ibv::Error (timeout) and is orphaned: it
 ///   stays posted, so its buffers remain in use until it completes or the channel is
@@ -113,13 +114,18 @@ class PreparedChannel {
 ///   posted through `s` has completed, also when the body throws (see scope.hpp).
 /// - unpolled: `post_*` return a PendingWork to poll or wait on; its destructor waits.
 ///
+/// Sends and writes whose data fits the queue pair's max_inline_data (as the device granted
+/// it) go inline by default: PostOptions::inline_data (InlinePolicy) changes that per request;
+/// the blocking calls always use the default.
+///
 /// wr_ids are assigned by the channel (unique per channel); completions of other requests
 /// that arrive while one is awaited are kept for their own handles.
 ///
 /// Bad input is rejected before anything is posted, with ibv::Error (invalid_argument) naming
 /// it, and leaves the channel usable: a blocking call's timeout must be positive; a request is
 /// checked against the queue pair (QueuePair::check: element count, inline size, max message
-/// size, local length against the remote region's). Elements made with MemoryRegion::gather()
+/// size, local length against the remote region's, and for atomics alignment, result size and
+/// access). Elements made with MemoryRegion::gather()
 /// / scatter() are inside their region by construction; the *_unchecked / from_raw ones are
 /// not checked (the device reports them as a failed completion).
 ///
@@ -170,6 +176,25 @@ class Channel {
   WorkCompletion read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
                       Timeout timeout = {});
 
+  /// Atomic fetch-and-add: adds `add` (modulo 2^64) to the 8-byte word at the start of
+  /// `target` on the peer and writes the word's value from before into `result`, one
+  /// registered element of exactly 8 bytes (e.g. `mr.scatter(std::span(&word, 1))` of a
+  /// std::uint64_t). Atomic against the other atomics on that word from any queue pair of the
+  /// peer's device, not against its CPU or its RDMA writes. `add` is in host byte order; the
+  /// result arrives in host byte order on rxe (tested) and as the device writes it elsewhere.
+  /// Checked before posting (ibv::Error, invalid_argument, naming the problem): the target
+  /// address 8-byte aligned, the target region at least 8 bytes and, when its rights are known
+  /// (RemoteMemoryRegion::access), with atomic access, the result one element of 8 bytes, the
+  /// device able to do atomics. A target the peer registered without atomic access fails on
+  /// the device: ibv::WorkError with remote_access_error.
+  WorkCompletion fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
+                           std::uint64_t add, Timeout timeout = {});
+  /// Atomic compare-and-swap: if the 8-byte word at the start of `target` equals `expected`,
+  /// replaces it with `desired`; either way writes the word's value from before into `result`
+  /// (so the swap happened iff the result equals `expected`). As fetch_add() otherwise.
+  WorkCompletion compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
+                              std::uint64_t expected, std::uint64_t desired, Timeout timeout = {});
+
   // Unpolled: post one request; the returned handle tracks it. PostOptions choose unsignaled
   // (see post_options.hpp) and inline posting.
   PendingWork post_send(std::span<const GatherElement> data, PostOptions options = {});
@@ -183,6 +208,13 @@ class Channel {
                                         std::uint32_t immediate, PostOptions options = {});
   PendingWork post_read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
                         PostOptions options = {});
+  /// fetch_add() / compare_swap() unpolled: `result` holds the old value once the handle
+  /// completes. Never inline (InlinePolicy::always is rejected).
+  PendingWork post_fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
+                             std::uint64_t add, PostOptions options = {});
+  PendingWork post_compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
+                                std::uint64_t expected, std::uint64_t desired,
+                                PostOptions options = {});
 
   /// A scope without a body: see ManualScope.
   [[nodiscard]] ManualScope manual_scope() { return ManualScope(core_); }
@@ -221,6 +253,9 @@ class Channel {
   /// returns how many. Call it when the fd is readable, before arming again. Throws
   /// ibv::Error (state) without a completion channel.
   std::size_t consume_completion_events();
+  /// Send-queue requests this channel has posted inline so far (by InlinePolicy::automatic or
+  /// always): how to see which requests went inline.
+  [[nodiscard]] std::uint64_t inline_posts() const noexcept;
 
  private:
   std::shared_ptr<detail::ChannelCore> core_;

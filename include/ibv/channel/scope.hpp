@@ -178,6 +178,13 @@ class ScopeBase {
                                          std::uint32_t immediate, PostOptions options = {});
   PendingWork& post_read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
                          PostOptions options = {});
+  /// Atomics (see Channel::fetch_add / compare_swap): `result` holds the old value once the
+  /// request completes, at the latest when the scope ends.
+  PendingWork& post_fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
+                              std::uint64_t add, PostOptions options = {});
+  PendingWork& post_compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
+                                 std::uint64_t expected, std::uint64_t desired,
+                                 PostOptions options = {});
 
   /// Requests posted through this scope so far.
   [[nodiscard]] std::size_t size() const noexcept { return work_.size(); }

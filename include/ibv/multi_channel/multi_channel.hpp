@@ -186,6 +186,14 @@ class MultiChannel {
                                       std::uint32_t immediate, Timeout timeout = {});
   WorkCompletion read(std::uint32_t peer, std::span<const ScatterElement> into,
                       const PeerRemoteMemoryRegion& source, Timeout timeout = {});
+  /// Atomics on `peer`'s word at the start of `target` (which must belong to `peer`): see
+  /// Channel::fetch_add and Channel::compare_swap.
+  WorkCompletion fetch_add(std::uint32_t peer, const ScatterElement& result,
+                           const PeerRemoteMemoryRegion& target, std::uint64_t add,
+                           Timeout timeout = {});
+  WorkCompletion compare_swap(std::uint32_t peer, const ScatterElement& result,
+                              const PeerRemoteMemoryRegion& target, std::uint64_t expected,
+                              std::uint64_t desired, Timeout timeout = {});
 
   // Blocking, several peers: the completions in input order.
   std::vector<WorkCompletion> scatter_send(std::span<const PeerSend> sends, Timeout timeout = {});
@@ -212,6 +220,12 @@ class MultiChannel {
                                         std::uint32_t immediate, PostOptions options = {});
   PendingWork post_read(std::uint32_t peer, std::span<const ScatterElement> into,
                         const PeerRemoteMemoryRegion& source, PostOptions options = {});
+  PendingWork post_fetch_add(std::uint32_t peer, const ScatterElement& result,
+                             const PeerRemoteMemoryRegion& target, std::uint64_t add,
+                             PostOptions options = {});
+  PendingWork post_compare_swap(std::uint32_t peer, const ScatterElement& result,
+                                const PeerRemoteMemoryRegion& target, std::uint64_t expected,
+                                std::uint64_t desired, PostOptions options = {});
 
   // Unpolled, several peers: one handle per element, in input order.
   [[nodiscard]] std::vector<PendingWork> post_scatter_send(std::span<const PeerSend> sends,

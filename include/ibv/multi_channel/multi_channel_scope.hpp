@@ -43,6 +43,13 @@ class MultiScopeBase {
                                          std::uint32_t immediate, PostOptions options = {});
   PendingWork& post_read(std::uint32_t peer, std::span<const ScatterElement> into,
                          const PeerRemoteMemoryRegion& source, PostOptions options = {});
+  /// Atomics on `peer`'s memory (see Channel::fetch_add / compare_swap).
+  PendingWork& post_fetch_add(std::uint32_t peer, const ScatterElement& result,
+                              const PeerRemoteMemoryRegion& target, std::uint64_t add,
+                              PostOptions options = {});
+  PendingWork& post_compare_swap(std::uint32_t peer, const ScatterElement& result,
+                                 const PeerRemoteMemoryRegion& target, std::uint64_t expected,
+                                 std::uint64_t desired, PostOptions options = {});
 
   void post_scatter_send(std::span<const PeerSend> sends, PostOptions options = {});
   void post_gather_receive(std::span<const PeerReceive> receives);

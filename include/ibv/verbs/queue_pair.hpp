@@ -45,7 +45,13 @@ struct QueuePairSettings {
   QueueDepth max_recv_wr{128};
   SgeCount max_send_sge{1};
   SgeCount max_recv_sge{1};
-  InlineSize max_inline_data{0};
+  /// Inline bytes to ask the device for. Default (unset): InlineSize::kDefault (220), and if
+  /// the device refuses to create the QP with that, 64, then 0. Either way the QP then knows
+  /// what the device granted (QueuePair::max_inline_data, often more than asked: rxe grants
+  /// at least 16 bytes per send SGE), and the Channel sends and writes up to that much inline
+  /// by default (PostOptions::inline_data). Set: exactly this is asked for, and building fails
+  /// if the device grants less.
+  std::optional<InlineSize> max_inline_data;
   /// Path MTU; default: the port's active MTU.
   std::optional<Mtu> mtu;
   /// First PSN this side sends with; default: random.
@@ -130,6 +136,7 @@ struct QueuePairCore {
   PortAttributes port;
   std::uint32_t gid_index = 0;
   Gid gid;
+  bool device_atomics = false;                     // the device's atomic_cap is not NONE
   std::uint32_t max_inline_data = 0;               // what the device granted
   std::unique_ptr<ibv_qp, QueuePairDestroyer> qp;  // declared last: destroyed first
 };
@@ -210,8 +217,12 @@ class QueuePair {
   /// The checks post_send() makes, without posting: throws ibv::Error (invalid_argument) naming
   /// the request (opcode, wr_id) and what does not fit: more elements than max_send_sge, more
   /// bytes than the port's max message size, inline data beyond max_inline_data or on an RDMA
-  /// read, more bytes than the remote region (destination / source) holds. Lets callers that
-  /// post batches over several QPs check everything before posting anything.
+  /// read or atomic, more bytes than the remote region (destination / source) holds. Atomics
+  /// also: a device without atomics (atomic_cap NONE, naming the device), a QP without
+  /// max_rd_atomic / max_dest_rd_atomic, a result buffer that is not one element of exactly 8
+  /// bytes, a target address that is not 8-byte aligned, a target region shorter than 8 bytes
+  /// or known (RemoteMemoryRegion::access) to lack atomic access. Lets callers that post
+  /// batches over several QPs check everything before posting anything.
   void check(const SendRequest& request) const;
   /// The checks post_receive() makes, without posting: more elements than max_recv_sge, more
   /// bytes than the port's max message size.

@@ -148,10 +148,15 @@ class SgeCount {
 };
 
 /// Most bytes a send may carry inline (copied into the work request instead of read by DMA).
-/// 0 disables inline sends. The device may grant more than asked; building fails if it cannot
-/// grant this much.
+/// The device may grant more than asked; building fails if it cannot grant this much. Unset in
+/// QueuePairSettings: the library asks for kDefaultInlineSize, and less if the device refuses
+/// (see QueuePairSettings::max_inline_data).
 class InlineSize {
  public:
+  /// What an unset max_inline_data asks for first: perftest's default for RC write latency
+  /// tests (220 bytes).
+  static constexpr std::uint32_t kDefault = 220;
+
   /// Throws ibv::Error (invalid_argument) above 64 KiB, more than any device inlines.
   explicit InlineSize(std::uint32_t bytes);
   [[nodiscard]] constexpr std::uint32_t value() const noexcept { return bytes_; }

@@ -5,10 +5,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
+
+#include "ibv/verbs/access.hpp"
 
 namespace ibv {
 
@@ -27,6 +30,13 @@ namespace detail {
 ///
 /// Everything derived from it stays inside it: sub_region(), element<T>() and field() check
 /// bounds and overflow and throw ibv::Error (invalid_argument) instead of wrapping around.
+///
+/// It may also know which remote rights the region was registered with (access()): a region
+/// made by MemoryRegion::remote() knows them, and everything derived from it keeps them; one
+/// built from parts or parsed from the wire does not (the 20-byte wire form carries no rights),
+/// unless with_access() declares them. Operations check what is known before posting (an
+/// atomic on a region known to lack atomic access is rejected); what is not known is left to
+/// the peer's device, which fails the request with remote_access_error.
 class RemoteMemoryRegion {
  public:
   /// Size of to_bytes(): address (8), length (8), rkey (4), big-endian.
@@ -39,6 +49,16 @@ class RemoteMemoryRegion {
   [[nodiscard]] constexpr std::uint64_t address() const noexcept { return address_; }
   [[nodiscard]] constexpr std::uint64_t length() const noexcept { return length_; }
   [[nodiscard]] constexpr std::uint32_t rkey() const noexcept { return rkey_; }
+  /// The remote rights the region is known to have been registered with; nullopt if unknown.
+  [[nodiscard]] constexpr const std::optional<RemoteAccess>& access() const noexcept {
+    return access_;
+  }
+  /// A copy that declares the region's rights (e.g. as the peer announced them).
+  [[nodiscard]] constexpr RemoteMemoryRegion with_access(RemoteAccess access) const noexcept {
+    RemoteMemoryRegion copy = *this;
+    copy.access_ = access;
+    return copy;
+  }
 
   /// `length` bytes starting `offset` bytes into this region.
   [[nodiscard]] RemoteMemoryRegion sub_region(std::uint64_t offset, std::uint64_t length) const;
@@ -93,13 +113,19 @@ class RemoteMemoryRegion {
   /// "remote MR 4096 B at 0x7f12.. rkey 0x1234".
   [[nodiscard]] std::string to_string() const;
 
-  friend constexpr bool operator==(const RemoteMemoryRegion&,
-                                   const RemoteMemoryRegion&) noexcept = default;
+  /// Same address, length and rkey: the known rights are what this side knows about the
+  /// region, not part of which region it is (a region sent over the wire and parsed back
+  /// equals the original).
+  friend constexpr bool operator==(const RemoteMemoryRegion& a,
+                                   const RemoteMemoryRegion& b) noexcept {
+    return a.address_ == b.address_ && a.length_ == b.length_ && a.rkey_ == b.rkey_;
+  }
 
  private:
   std::uint64_t address_ = 0;
   std::uint64_t length_ = 0;
   std::uint32_t rkey_ = 0;
+  std::optional<RemoteAccess> access_;  // known rights; not on the wire
 };
 
 }  // namespace ibv

@@ -1,5 +1,5 @@
-// Work requests: what a queue pair is asked to do (send, RDMA write, RDMA read, receive), built
-// as values and posted without allocation.
+// Work requests: what a queue pair is asked to do (send, RDMA write, RDMA read, atomics,
+// receive), built as values and posted without allocation.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -22,7 +22,24 @@ enum class SendOpcode : std::uint8_t {
   rdma_write_with_immediate,  ///< Write that also consumes a peer receive, which gets the
                               ///< immediate.
   rdma_read,                  ///< One-sided read from the peer's remote region.
+  atomic_fetch_and_add,       ///< Adds to an 8-byte remote word; returns its old value.
+  atomic_compare_and_swap,    ///< Replaces an 8-byte remote word if it equals the expected
+                              ///< value; returns its old value either way.
 };
+
+/// Whether `opcode` is one of the two atomics.
+[[nodiscard]] constexpr bool is_atomic(SendOpcode opcode) noexcept {
+  return opcode == SendOpcode::atomic_fetch_and_add ||
+         opcode == SendOpcode::atomic_compare_and_swap;
+}
+/// Whether a request of `opcode` may carry its data inline: sends and writes (the opcodes
+/// declared before rdma_read), not reads or atomics, whose local memory is written.
+[[nodiscard]] constexpr bool may_be_inline(SendOpcode opcode) noexcept {
+  return opcode < SendOpcode::rdma_read;
+}
+
+/// Size of the word an atomic operates on, and of its local result buffer.
+inline constexpr std::uint32_t kAtomicWordSize = 8;
 
 [[nodiscard]] std::string_view to_string(SendOpcode opcode) noexcept;
 
@@ -48,6 +65,21 @@ class SendRequest {
                                                         std::uint32_t immediate) noexcept;
   [[nodiscard]] static SendRequest read(std::uint64_t wr_id, std::span<const ScatterElement> into,
                                         const RemoteMemoryRegion& source) noexcept;
+  /// Atomically adds `add` to the 8-byte word at the start of `target` and writes the word's
+  /// old value into `result` (8 bytes of registered memory). `result` is referred to, like the
+  /// spans of the other requests: it must stay alive until the request is posted. Values are in
+  /// host byte order (see Channel::fetch_add for the result's). QueuePair::check rejects
+  /// misaligned or short targets, a result that is not 8 bytes, and devices without atomics.
+  [[nodiscard]] static SendRequest fetch_add(std::uint64_t wr_id, const ScatterElement& result,
+                                             const RemoteMemoryRegion& target,
+                                             std::uint64_t add) noexcept;
+  /// Atomically replaces the 8-byte word at the start of `target` with `desired` if it equals
+  /// `expected`, and writes the word's old value into `result` either way (so the swap
+  /// happened iff the result equals `expected`). Otherwise as fetch_add().
+  [[nodiscard]] static SendRequest compare_swap(std::uint64_t wr_id, const ScatterElement& result,
+                                                const RemoteMemoryRegion& target,
+                                                std::uint64_t expected,
+                                                std::uint64_t desired) noexcept;
 
   /// No completion unless it fails (requests are signaled by default). The caller must still
   /// signal at least one request in every max_send_wr: the send queue frees the entries of
@@ -73,7 +105,7 @@ class SendRequest {
   }
   /// Total bytes the request moves.
   [[nodiscard]] std::uint64_t byte_length() const noexcept { return length_; }
-  /// The remote region of a write or read.
+  /// The remote region of a write, read or atomic.
   [[nodiscard]] const std::optional<RemoteMemoryRegion>& remote() const noexcept { return remote_; }
 
   /// The verbs request; its `next` is set by QueuePair::post_send when posting a batch.
@@ -85,6 +117,8 @@ class SendRequest {
               std::uint64_t length) noexcept;
   void set_remote(const RemoteMemoryRegion& remote) noexcept;
   void set_immediate(std::uint32_t immediate) noexcept;
+  void set_atomic(const RemoteMemoryRegion& target, std::uint64_t compare_add,
+                  std::uint64_t swap) noexcept;
   ibv_send_wr wr_{};
   SendOpcode opcode_;
   std::uint64_t length_ = 0;
