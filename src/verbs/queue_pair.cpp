@@ -99,6 +99,13 @@ Endpoint endpoint_of(const detail::QueuePairCore& core) {
 
 // Checks a receive against the QP's limits (throws naming it); shared by both forms.
 void check_receive(const detail::QueuePairCore& core, const ReceiveRequest& request) {
+  if (core.srq) [[unlikely]] {
+    throw Error(ErrorKind::state, "QueuePair::post_receive", EINVAL,
+                "receive wr_id " + std::to_string(request.wr_id()) + " for QP " +
+                    std::to_string(core.qp->qp_num) +
+                    ", which takes its receives from a shared receive queue",
+                "post receives to the SharedReceiveQueue the QP was built with");
+  }
   const auto max_sge = core.settings.max_recv_sge.value();
   if (request.element_count() > max_sge) {
     throw_invalid_argument("post_receive", "receive wr_id " + std::to_string(request.wr_id()),
@@ -225,6 +232,10 @@ QueuePairBuilder& QueuePairBuilder::settings(const QueuePairSettings& settings) 
   settings_ = settings;
   return *this;
 }
+QueuePairBuilder& QueuePairBuilder::shared_receive_queue(SharedReceiveQueue srq) noexcept {
+  srq_ = std::move(srq);
+  return *this;
+}
 
 namespace detail {
 
@@ -293,6 +304,10 @@ PreparedQueuePair QueuePairBuilder::build() const {
     throw_invalid_argument(kOperation, "completion queues",
                            "belong to another device than the protection domain");
   }
+  if (srq_ && srq_->protection_domain().context().native() != context.native()) {
+    throw_invalid_argument(kOperation, "shared_receive_queue",
+                           "belongs to another device than the protection domain");
+  }
   // Every check and every choice first: nothing is created for settings that do not fit.
   auto resolved = detail::resolve_queue_pair(context, settings_, kOperation);
   auto core =
@@ -304,6 +319,7 @@ PreparedQueuePair QueuePairBuilder::build() const {
                                                                     resolved.gid_index,
                                                                     resolved.gid,
                                                                     0,
+                                                                    srq_,
                                                                     {}});
   const auto& s = core->settings;
 
@@ -317,6 +333,11 @@ PreparedQueuePair QueuePairBuilder::build() const {
   init.cap.max_send_sge = s.max_send_sge.value();
   init.cap.max_recv_sge = s.max_recv_sge.value();
   init.cap.max_inline_data = s.max_inline_data.value();
+  if (srq_) {
+    init.srq = srq_->native();
+    init.cap.max_recv_wr = 0;  // ignored with an SRQ
+    init.cap.max_recv_sge = 0;
+  }
   errno = 0;
   ibv_qp* raw = ibv_create_qp(pd_.native(), &init);
   if (raw == nullptr) {
