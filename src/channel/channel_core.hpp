@@ -3,6 +3,10 @@
 // requests than the one awaited, send-queue accounting (signaled and unsignaled requests in
 // posting order), and orphaned requests. All of it lives in arrays allocated when the channel
 // is built: posting, accepting a completion and taking it allocate nothing.
+//
+// On a shared receive queue the channel posts no receives of its own; its own wr_ids carry
+// kChannelTag, and every completion without the tag is a receive from the shared queue, kept
+// in posting order for receive_shared() / receive_message() (the shared ring).
 #pragma once
 
 #include <array>
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "ibv/channel/channel.hpp"
+#include "ibv/channel/shared_receive_pool.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/verbs/completion_queue.hpp"
 #include "ibv/verbs/queue_pair.hpp"
@@ -23,7 +28,13 @@ namespace ibv::detail {
 
 class ChannelCore {
  public:
-  ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts);
+  /// The bit set in every wr_id of a channel on a shared receive queue, telling its own
+  /// requests from the queue's receives (whose wr_ids must leave it clear).
+  static constexpr std::uint64_t kChannelTag = std::uint64_t{1} << 63U;
+
+  /// `pool` is the SharedReceivePool the queue pair's shared receive queue belongs to, if any.
+  ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts,
+              std::optional<SharedReceivePool> pool);
 
   /// Posts the send-queue request `make(wr_id)` builds, under a fresh wr_id, after checking it
   /// (QueuePair::check: bad input throws before anything waits or is posted, and leaves the
@@ -51,6 +62,15 @@ class ChannelCore {
   std::optional<WorkCompletion> wait(std::uint64_t wr_id, std::chrono::nanoseconds timeout);
   /// Gives up on `wr_id`: its completion, when it comes, is discarded (a failure is logged).
   void orphan(std::uint64_t wr_id);
+
+  /// The oldest receive completion from the shared receive queue not handed out yet (polling
+  /// the CQ once if none is cached), and forgets it.
+  std::optional<WorkCompletion> take_shared();
+  /// take_shared() until it succeeds or `timeout` has passed.
+  std::optional<WorkCompletion> wait_shared(std::chrono::nanoseconds timeout);
+  /// Whether the queue pair takes its receives from a shared receive queue.
+  [[nodiscard]] bool shared() const noexcept { return shared_; }
+  [[nodiscard]] const std::optional<SharedReceivePool>& pool() const noexcept { return pool_; }
 
   [[nodiscard]] const QueuePair& queue_pair() const noexcept { return qp_; }
   [[nodiscard]] const ChannelTimeouts& timeouts() const noexcept { return timeouts_; }
@@ -104,12 +124,16 @@ class ChannelCore {
   /// If `wr_id` is an unsignaled request with nothing signaled after it, posts a zero-length
   /// signaled RDMA write whose completion retires it.
   void ensure_retirement(std::uint64_t wr_id);
+  /// Keeps a receive completion from the shared receive queue for take_shared().
+  void keep_shared(const WorkCompletion& completion);
   /// take() that also says whether `wr_id` is still tracked (false: handed out, or unknown).
   std::optional<WorkCompletion> try_take(std::uint64_t wr_id, bool& tracked);
 
   QueuePair qp_;
   CompletionQueue cq_;
   ChannelTimeouts timeouts_;
+  std::optional<SharedReceivePool> pool_;
+  bool shared_ = false;
   std::uint64_t next_wr_id_ = 1;
   // Every request the channel tracks, in the slot wr_id & slot_mask_ (wr_ids are consecutive,
   // so the requests of the last slots_.size() wr_ids never share a slot). The ring holds at
@@ -127,6 +151,12 @@ class ChannelCore {
   std::uint32_t unsignaled_run_ = 0;  // unsignaled requests posted since the last signaled one
   bool send_failed_ = false;          // a send-queue request failed: the QP is in error
   std::uint32_t in_flight_receive_ = 0;
+  // Receive completions from the shared receive queue, oldest at shared_head_: a ring of the
+  // queue's max_wr entries (as many receives as can complete before any is handed out; grown
+  // only if the user posts more to the queue while completions wait here).
+  std::vector<WorkCompletion> shared_ring_;
+  std::size_t shared_head_ = 0;
+  std::size_t shared_count_ = 0;
   std::array<WorkCompletion, 32> batch_{};
 };
 
