@@ -190,6 +190,12 @@ ReceivedMessage message_of(const SharedReceivePool& pool, const WorkCompletion& 
       context += " (the message was longer than the pool's buffer_size of " +
                  std::to_string(pool.buffer_size()) + " bytes; buffer " +
                  std::to_string(completion.wr_id()) + " is posted again)";
+    } else if (completion.status() == WorkStatus::local_qp_operation_error) {
+      // What rxe reports for a message longer than the receive (others: local_length_error).
+      context += " (a message longer than the pool's buffer_size of " +
+                 std::to_string(pool.buffer_size()) +
+                 " bytes fails this way on some devices, rxe among them; buffer " +
+                 std::to_string(completion.wr_id()) + " is posted again)";
     }
     throw WorkError(completion, context);
   }

@@ -4,6 +4,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -60,8 +61,11 @@ SharedReceiveQueue::SharedReceiveQueue(const ProtectionDomain& pd, QueueDepth ma
       std::fprintf(stderr, "ibverbs-cpp: ibv_destroy_srq failed (errno %d)\n", rc);
     }
   });
-  max_wr_ = init.attr.max_wr;
-  max_sge_ = init.attr.max_sge;
+  // What the device granted: some providers write it back into `init`, others (rxe) only
+  // report it on query (a power of two minus one there).
+  const auto granted = query();
+  max_wr_ = std::max(granted.max_wr, init.attr.max_wr);
+  max_sge_ = std::max(granted.max_sge, init.attr.max_sge);
 }
 
 void SharedReceiveQueue::check(const ReceiveRequest& request) const {

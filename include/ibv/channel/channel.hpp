@@ -179,8 +179,9 @@ class Channel {
   /// The oldest such completion if one is there (failed or not), without waiting.
   [[nodiscard]] std::optional<WorkCompletion> poll_shared();
   /// On a SharedReceivePool: the oldest message that arrived on this channel, waiting
-  /// (default: the operation timeout). A failed receive (e.g. loc_len_err: the message was
-  /// longer than the pool's buffer_size) posts its buffer back and throws ibv::WorkError.
+  /// (default: the operation timeout). A failed receive (e.g. a message longer than the
+  /// pool's buffer_size: local_length_error, on rxe local_qp_operation_error) posts its buffer
+  /// back and throws ibv::WorkError, whose message names the buffer size.
   /// Throws ibv::Error (timeout) when none came, (state) when the channel has no pool.
   ReceivedMessage receive_message(Timeout timeout = {});
   /// The oldest message if one is there, without waiting; failures as receive_message().

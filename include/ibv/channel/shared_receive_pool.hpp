@@ -39,8 +39,9 @@ class SharedReceivePool {
   /// The shared receive queue (for arm_limit(), or to build queue pairs on directly).
   [[nodiscard]] const SharedReceiveQueue& queue() const noexcept;
   [[nodiscard]] std::uint32_t buffer_count() const noexcept;
-  /// Bytes per buffer: the longest message the pool can take (a longer one fails as a
-  /// receive completion with loc_len_err, and the peer's send with rem_inv_req_err).
+  /// Bytes per buffer: the longest message the pool can take. A longer one fails the receive
+  /// (local_length_error; rxe reports local_qp_operation_error) and the peer's send, and
+  /// leaves the queue pair it came on in error.
   [[nodiscard]] std::uint32_t buffer_size() const noexcept;
   /// Buffers posted as far as the pool knows: buffer_count() minus the messages its channels
   /// have polled and not released yet (a message that has arrived but not been polled still

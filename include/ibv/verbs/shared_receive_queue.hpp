@@ -51,7 +51,8 @@ class SharedReceiveQueue {
 
   /// The checks post_receive() makes, without posting: throws ibv::Error (invalid_argument)
   /// naming the wr_id when the request has more elements than max_sge(). (A message longer
-  /// than the receive it lands in fails as a completion: IBV_WC_LOC_LEN_ERR.)
+  /// than the receive it lands in fails as a completion: local_length_error, on rxe
+  /// local_qp_operation_error.)
   void check(const ReceiveRequest& request) const;
 
   /// Arms the low-water mark (ibv_modify_srq with IBV_SRQ_LIMIT): once fewer than `limit`
@@ -63,7 +64,8 @@ class SharedReceiveQueue {
 
   /// Queries the device for the current attributes (ibv_query_srq).
   [[nodiscard]] SharedReceiveQueueAttributes query() const;
-  /// Receives the queue holds, as the device granted at creation (at least what was asked).
+  /// Receives the queue holds, as the device granted at creation (at least what was asked;
+  /// rxe rounds up to a power of two minus one).
   [[nodiscard]] std::uint32_t max_wr() const noexcept { return max_wr_; }
   /// Elements per receive, as granted at creation.
   [[nodiscard]] std::uint32_t max_sge() const noexcept { return max_sge_; }
