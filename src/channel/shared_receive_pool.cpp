@@ -41,18 +41,17 @@ std::uint32_t checked_count(const ProtectionDomain& pd, std::uint32_t buffer_cou
   }
   const std::uint64_t total = std::uint64_t{buffer_count} * buffer_size;
   if (total > device.max_mr_size) {
-    throw_invalid_argument(kOperation,
-                           "buffer_count * buffer_size = " + std::to_string(total) + " bytes",
-                           "exceeds the device's max_mr_size of " +
-                               std::to_string(device.max_mr_size));
+    throw_invalid_argument(
+        kOperation, "buffer_count * buffer_size = " + std::to_string(total) + " bytes",
+        "exceeds the device's max_mr_size of " + std::to_string(device.max_mr_size));
   }
   return buffer_count;
 }
 
 }  // namespace
 
-SharedReceivePoolCore::SharedReceivePoolCore(const ProtectionDomain& pd,
-                                             std::uint32_t buffer_count, std::uint32_t buffer_size)
+SharedReceivePoolCore::SharedReceivePoolCore(const ProtectionDomain& pd, std::uint32_t buffer_count,
+                                             std::uint32_t buffer_size)
     : buffer_count_(checked_count(pd, buffer_count, buffer_size)),
       buffer_size_(buffer_size),
       // NOLINTNEXTLINE(*-avoid-c-arrays): one block, addressed by buffer index

@@ -56,9 +56,8 @@ std::optional<PeerMessage> MultiChannel::poll_message_any() {
       message = channels_[peer]->poll_message();
     } catch (const WorkError& error) {
       next_shared_ = (peer + 1) % world;
-      throw WorkError(error.completion(),
-                      "MultiChannel, message from peer " + std::to_string(peer) + ": " +
-                          error.operation());
+      throw WorkError(error.completion(), "MultiChannel, message from peer " +
+                                              std::to_string(peer) + ": " + error.operation());
     }
     if (message) {
       next_shared_ = (peer + 1) % world;

@@ -20,9 +20,9 @@ constexpr std::string_view kCreate = "SharedReceiveQueue";
 void check_limit(std::string_view setting, std::uint32_t value, std::int32_t device_limit,
                  std::string_view limit_name) {
   if (std::cmp_greater(value, device_limit)) {
-    throw_invalid_argument(kCreate, std::string(setting) + " " + std::to_string(value),
-                           "exceeds the device's " + std::string(limit_name) + " of " +
-                               std::to_string(device_limit));
+    throw_invalid_argument(
+        kCreate, std::string(setting) + " " + std::to_string(value),
+        "exceeds the device's " + std::string(limit_name) + " of " + std::to_string(device_limit));
   }
 }
 

@@ -125,7 +125,8 @@ TEST_F(SharedReceiveTest, SizesAreCheckedAgainstTheDevice) {
       {"max_sge " + std::to_string(too_wide), "max_srq_sge"}));
   EXPECT_TRUE(throws_invalid_argument([&] { (void)SharedReceivePool(pd, too_deep, 64); },
                                       {"buffer_count", "max_srq_wr"}));
-  EXPECT_TRUE(throws_invalid_argument([&] { (void)SharedReceivePool(pd, 0, 64); }, {"buffer_count"}));
+  EXPECT_TRUE(
+      throws_invalid_argument([&] { (void)SharedReceivePool(pd, 0, 64); }, {"buffer_count"}));
   EXPECT_TRUE(throws_invalid_argument([&] { (void)SharedReceivePool(pd, 4, 0); }, {"buffer_size"}));
 
   const SharedReceiveQueue srq(pd, QueueDepth(8), SgeCount(2));
@@ -144,8 +145,8 @@ TEST_F(SharedReceiveTest, SizesAreCheckedAgainstTheDevice) {
   const MemoryRegion mr = pd.register_local(bytes);
   const auto wide = static_cast<std::size_t>(srq.max_sge()) + 1;
   std::vector<ScatterElement> elements(wide, mr.scatter(std::span(bytes).first(8)));
-  EXPECT_TRUE(throws_invalid_argument([&] { srq.post_receive(7, elements); },
-                                      {"wr_id 7", "max_sge"}));
+  EXPECT_TRUE(
+      throws_invalid_argument([&] { srq.post_receive(7, elements); }, {"wr_id 7", "max_sge"}));
 }
 
 TEST_F(SharedReceiveTest, QueuePairTakesTheSharedReceiveAndRefusesItsOwn) {
@@ -211,7 +212,8 @@ TEST_F(SharedReceiveTest, SeveralChannelsShareOneQueueAndEachHandsOutItsOwnMessa
     std::vector<std::byte> reply_in(32);
     const MemoryRegion reply_mr = pd.register_local(reply);
     const MemoryRegion reply_in_mr = pd.register_local(reply_in);
-    auto receive = pairs[0].first.post_receive(std::array{reply_in_mr.scatter(std::span(reply_in))});
+    auto receive =
+        pairs[0].first.post_receive(std::array{reply_in_mr.scatter(std::span(reply_in))});
     pairs[0].second.send(std::array{reply_mr.gather(std::span<const std::byte>(reply))});
     EXPECT_TRUE(receive.wait().ok());
     EXPECT_TRUE(same_bytes(reply, reply_in));
@@ -226,8 +228,8 @@ TEST_F(SharedReceiveTest, SeveralChannelsShareOneQueueAndEachHandsOutItsOwnMessa
       ASSERT_LT(completion.wr_id(), 1000U + kChannels * kPerChannel);
       EXPECT_TRUE(used.insert(completion.wr_id()).second) << "wr_id handed out twice";
       const auto slot = completion.wr_id() - 1000;
-      EXPECT_TRUE(same_bytes(message_bytes(i, m, kSlot),
-                             std::span(slots).subspan(slot * kSlot, kSlot)))
+      EXPECT_TRUE(
+          same_bytes(message_bytes(i, m, kSlot), std::span(slots).subspan(slot * kSlot, kSlot)))
           << "channel " << i << " message " << m;
     }
     EXPECT_FALSE(pairs[i].second.poll_shared()) << "channel " << i << " has nothing more";
@@ -324,7 +326,8 @@ TEST_F(SharedReceiveTest, LimitEventFiresWhenTheQueueDrainsBelowItThenTheUserRef
   srq.arm_limit(kLimit);
   std::vector<std::string> others;
   // kPosted - kLimit messages leave exactly kLimit posted: not below the limit yet.
-  for (unsigned m = 0; m < kPosted - kLimit; ++m) send_bytes(sender, pd, message_bytes(1, m, kSlot));
+  for (unsigned m = 0; m < kPosted - kLimit; ++m)
+    send_bytes(sender, pd, message_bytes(1, m, kSlot));
   EXPECT_FALSE(wait_for_srq_event(context, srq, 0ms, others))
       << "the limit event fired with " << kLimit << " receives still posted";
   EXPECT_EQ(srq.query().limit, kLimit);
@@ -345,8 +348,8 @@ TEST_F(SharedReceiveTest, LimitEventFiresWhenTheQueueDrainsBelowItThenTheUserRef
   for (unsigned m = 0; m < kPosted; ++m) {
     const WorkCompletion completion = receiver.receive_shared(5s);
     const auto slot = completion.wr_id() % 16;
-    EXPECT_TRUE(same_bytes(message_bytes(1, m, kSlot),
-                           std::span(slots).subspan(slot * kSlot, kSlot)))
+    EXPECT_TRUE(
+        same_bytes(message_bytes(1, m, kSlot), std::span(slots).subspan(slot * kSlot, kSlot)))
         << "message " << m;
   }
   EXPECT_FALSE(wait_for_srq_event(context, srq, 0ms, others)) << "re-armed limit not reached";
@@ -406,8 +409,7 @@ TEST_F(SharedReceiveTest, BadInputIsRejectedClearly) {
                            {"shared receive queue", "receive_message"}));
   EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)receiver.post_receive(into); },
                            {"shared receive queue"}));
-  EXPECT_TRUE(throws_error(ErrorKind::state,
-                           [&] { receiver.queue_pair().post_receive(3, into); },
+  EXPECT_TRUE(throws_error(ErrorKind::state, [&] { receiver.queue_pair().post_receive(3, into); },
                            {"shared receive queue"}));
   EXPECT_TRUE(throws_error(ErrorKind::state,
                            [&] { receiver.scope([&](ChannelScope& s) { s.post_receive(into); }); },
@@ -422,7 +424,8 @@ TEST_F(SharedReceiveTest, BadInputIsRejectedClearly) {
   // A message longer than the pool's buffers: the receive fails naming the buffer size, and
   // the buffer is posted again.
   fill_pattern(bytes, 5);
-  EXPECT_THROW(sender.send(std::array{mr.gather(std::span<const std::byte>(bytes))}, 5s), WorkError);
+  EXPECT_THROW(sender.send(std::array{mr.gather(std::span<const std::byte>(bytes))}, 5s),
+               WorkError);
   try {
     (void)receiver.receive_message(5s);
     ADD_FAILURE() << "an oversized message was received";

@@ -67,8 +67,8 @@ struct AsyncEvent {
 /// there already), or nullopt when none came. The event is acknowledged before it is returned
 /// (an unacknowledged event would make destroying its object wait forever). The context's
 /// async event descriptor is set non-blocking. Every reader of one context shares one stream
-/// of events: an event read here is not seen by another reader. Throws ibv::Error (invalid_argument)
-/// for a negative timeout, or when reading fails.
+/// of events: an event read here is not seen by another reader. Throws ibv::Error
+/// (invalid_argument) for a negative timeout, or when reading fails.
 [[nodiscard]] std::optional<AsyncEvent> read_async_event(const Context& context,
                                                          std::chrono::milliseconds timeout);
 
