@@ -55,10 +55,10 @@ struct AsyncEvent {
   const ibv_srq* srq = nullptr;  ///< For srq_error and srq_limit_reached.
   std::uint8_t port = 0;         ///< For the port and GID events.
 
-  /// Whether the event is about `srq` (its limit reached, or an error of it).
-  [[nodiscard]] bool concerns(const SharedReceiveQueue& srq) const noexcept;
-  /// Whether the event is about `qp`.
-  [[nodiscard]] bool concerns(const QueuePair& qp) const noexcept;
+  /// Whether the event is about `queue` (its limit reached, or an error of it).
+  [[nodiscard]] bool concerns(const SharedReceiveQueue& queue) const noexcept;
+  /// Whether the event is about `queue_pair`.
+  [[nodiscard]] bool concerns(const QueuePair& queue_pair) const noexcept;
   /// "SRQ limit reached", "port error (port 1)", ...
   [[nodiscard]] std::string to_string() const;
 };
