@@ -6,6 +6,7 @@
 // Layer 1: verbs, a thin RAII layer over libibverbs.
 #include "ibv/verbs/access.hpp"
 #include "ibv/verbs/completion_channel.hpp"
+#include "ibv/verbs/async_event.hpp"
 #include "ibv/verbs/completion_queue.hpp"
 #include "ibv/verbs/context.hpp"
 #include "ibv/verbs/device.hpp"
@@ -20,6 +21,7 @@
 #include "ibv/verbs/queue_pair_settings.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
+#include "ibv/verbs/shared_receive_queue.hpp"
 #include "ibv/verbs/work_completion.hpp"
 #include "ibv/verbs/work_request.hpp"
 
@@ -33,12 +35,15 @@
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
+#include "ibv/channel/received_message.hpp"
 #include "ibv/channel/scope.hpp"
 #include "ibv/channel/wait_mode.hpp"
+#include "ibv/channel/shared_receive_pool.hpp"
 
 // Layer 4: network (so far: configuration, launcher ranks, barrier schedules).
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/multi_channel/multi_channel_scope.hpp"
+#include "ibv/multi_channel/peer_message.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/multi_channel/peer_request.hpp"
 #include "ibv/net/barrier_schedule.hpp"

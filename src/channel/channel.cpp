@@ -46,6 +46,18 @@ ChannelBuilder& ChannelBuilder::completion_channel(const CompletionChannel& chan
   return *this;
 }
 
+ChannelBuilder& ChannelBuilder::shared_receive_queue(SharedReceiveQueue srq) noexcept {
+  srq_ = std::move(srq);
+  pool_.reset();
+  return *this;
+}
+
+ChannelBuilder& ChannelBuilder::shared_receive_pool(SharedReceivePool pool) noexcept {
+  srq_ = pool.queue();
+  pool_ = std::move(pool);
+  return *this;
+}
+
 PreparedChannel ChannelBuilder::build() const {
   constexpr std::string_view kOperation = "ChannelBuilder::build";
   if (timeouts_.operation.count() <= 0) {
@@ -81,12 +93,19 @@ PreparedChannel ChannelBuilder::build() const {
         "is on another device context than the protection domain (" + context.name() + ")");
   }
   const auto resolved = detail::resolve_queue_pair(context, qp_, kOperation);
-  // One CQ for both queues, with room for every request that can be in flight at once.
-  const auto entries = std::uint64_t{qp_.max_send_wr.value()} + qp_.max_recv_wr.value();
+  if (srq_ && srq_->protection_domain().context().native() != context.native()) {
+    throw_invalid_argument(kOperation, "shared_receive_queue",
+                           "belongs to another device than the protection domain");
+  }
+  // One CQ for both queues, with room for every request that can be in flight at once (on a
+  // shared receive queue: every receive posted there may complete on this channel).
+  const std::uint64_t receives = srq_ ? srq_->max_wr() : qp_.max_recv_wr.value();
+  const std::string receive_name = srq_ ? "the shared receive queue's max_wr" : "max_recv_wr";
+  const auto entries = std::uint64_t{qp_.max_send_wr.value()} + receives;
   if (cq_size_ && std::cmp_less(*cq_size_, entries)) {
     throw_invalid_argument(kOperation, "completion_queue_size " + std::to_string(*cq_size_),
-                           "is less than max_send_wr + max_recv_wr = " + std::to_string(entries) +
-                               ", so the queue could overflow");
+                           "is less than max_send_wr + " + receive_name + " = " +
+                               std::to_string(entries) + ", so the queue could overflow");
   }
   const auto max_cqe = context.query_device().max_cqe;
   if (cq_size_ && *cq_size_ > max_cqe) {
@@ -94,7 +113,8 @@ PreparedChannel ChannelBuilder::build() const {
                            "exceeds the device's max_cqe of " + std::to_string(max_cqe));
   }
   if (!cq_size_ && std::cmp_greater(entries, max_cqe)) {
-    throw_invalid_argument(kOperation, "max_send_wr + max_recv_wr = " + std::to_string(entries),
+    throw_invalid_argument(kOperation,
+                           "max_send_wr + " + receive_name + " = " + std::to_string(entries),
                            "exceeds the device's max_cqe of " + std::to_string(max_cqe) +
                                ": the channel's completion queue must hold both queues");
   }
@@ -103,20 +123,44 @@ PreparedChannel ChannelBuilder::build() const {
   if (!channel && wait_.sleeps()) channel.emplace(context);
   CompletionQueue cq = channel ? CompletionQueue(context, cq_entries, *channel)
                                : CompletionQueue(context, cq_entries);
-  PreparedQueuePair qp = QueuePairBuilder(pd_, cq, cq).settings(resolved.settings).build();
-  return {std::move(qp), std::move(cq), timeouts_, wait_};
+  QueuePairBuilder qp_builder(pd_, cq, cq);
+  qp_builder.settings(resolved.settings);
+  if (srq_) qp_builder.shared_receive_queue(*srq_);
+  PreparedQueuePair qp = qp_builder.build();
+  return {std::move(qp), std::move(cq), timeouts_, wait_, pool_};
 }
 
 PreparedChannel::PreparedChannel(PreparedQueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts,
-                                 WaitMode wait)
-    : qp_(std::move(qp)), cq_(std::move(cq)), timeouts_(timeouts), wait_(wait) {}
+                                 WaitMode wait, std::optional<SharedReceivePool> pool)
+    : qp_(std::move(qp)),
+      cq_(std::move(cq)),
+      timeouts_(timeouts),
+      wait_(wait),
+      pool_(std::move(pool)) {}
 
 Channel PreparedChannel::handshake(const Endpoint& remote) && {
-  return {std::move(qp_).handshake(remote), std::move(cq_), timeouts_, wait_};
+  return {std::move(qp_).handshake(remote), std::move(cq_), timeouts_, wait_, std::move(pool_)};
 }
 
-Channel::Channel(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait)
-    : core_(std::make_shared<detail::ChannelCore>(std::move(qp), std::move(cq), timeouts, wait)) {}
+Channel::Channel(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait,
+                 std::optional<SharedReceivePool> pool)
+    : core_(std::make_shared<detail::ChannelCore>(std::move(qp), std::move(cq), timeouts, wait,
+                                                  std::move(pool))) {
+  const auto* srq = core_->queue_pair().shared_receive_queue();
+  if (core_->pool() && (srq == nullptr || !(*srq == core_->pool()->queue()))) {
+    throw_invalid_argument("Channel", "pool",
+                           "is not the pool whose shared receive queue the queue pair takes its "
+                           "receives from");
+  }
+}
+
+const SharedReceiveQueue* Channel::shared_receive_queue() const noexcept {
+  return core_->queue_pair().shared_receive_queue();
+}
+
+const SharedReceivePool* Channel::shared_receive_pool() const noexcept {
+  return core_->pool() ? &*core_->pool() : nullptr;
+}
 
 const QueuePair& Channel::queue_pair() const noexcept { return core_->queue_pair(); }
 const ProtectionDomain& Channel::protection_domain() const noexcept {
@@ -164,7 +208,89 @@ WorkCompletion await(detail::ChannelCore& core, std::uint64_t wr_id, Channel::Ti
   return *completion;
 }
 
+/// Throws unless the channel takes its receives from a shared receive queue (and, for
+/// `need_pool`, from a SharedReceivePool).
+void check_shared(const detail::ChannelCore& core, bool need_pool, std::string_view operation) {
+  if (need_pool && !core.pool()) {
+    throw Error(ErrorKind::state, "Channel::" + std::string(operation), EINVAL,
+                core.shared() ? "this channel's shared receive queue is not a SharedReceivePool"
+                              : "this channel has no shared receive queue",
+                core.shared() ? "use receive_shared() for completions of your own shared receives"
+                              : "build it with ChannelBuilder::shared_receive_pool()");
+  }
+  if (!core.shared()) {
+    throw Error(ErrorKind::state, "Channel::" + std::string(operation), EINVAL,
+                "this channel has no shared receive queue",
+                "build it with ChannelBuilder::shared_receive_queue(), or use receive()");
+  }
+}
+
+/// The message a completion of `pool`'s queue says arrived; a failed one gives its buffer back
+/// and throws WorkError (naming the buffer size when the message did not fit).
+ReceivedMessage message_of(const SharedReceivePool& pool, const WorkCompletion& completion,
+                           std::string_view operation) {
+  ReceivedMessage message(pool.core(), completion);
+  if (!completion.ok()) [[unlikely]] {
+    message.release();
+    std::string context = "Channel::" + std::string(operation);
+    if (completion.status() == WorkStatus::local_length_error) {
+      context += " (the message was longer than the pool's buffer_size of " +
+                 std::to_string(pool.buffer_size()) + " bytes; buffer " +
+                 std::to_string(completion.wr_id()) + " is posted again)";
+    } else if (completion.status() == WorkStatus::local_qp_operation_error) {
+      // What rxe reports for a message longer than the receive (others: local_length_error).
+      context += " (a message longer than the pool's buffer_size of " +
+                 std::to_string(pool.buffer_size()) +
+                 " bytes fails this way on some devices, rxe among them; buffer " +
+                 std::to_string(completion.wr_id()) + " is posted again)";
+    }
+    throw WorkError(completion, context);
+  }
+  return message;
+}
+
 }  // namespace
+
+WorkCompletion Channel::receive_shared(Timeout timeout) {
+  check_timeout(timeout, "receive_shared");
+  check_shared(*core_, false, "receive_shared");
+  const auto limit = timeout.value_or(core_->timeouts().operation);
+  const auto completion = core_->wait_shared(limit);
+  if (!completion) {
+    throw Error(ErrorKind::timeout, "Channel::receive_shared", ETIMEDOUT,
+                "no message arrived on QP " + std::to_string(core_->queue_pair().qp_number()) +
+                    " within " + milliseconds(limit),
+                "is the peer sending, and are receives posted to the shared receive queue?");
+  }
+  if (!completion->ok()) throw WorkError(*completion, "Channel::receive_shared");
+  return *completion;
+}
+
+std::optional<WorkCompletion> Channel::poll_shared() {
+  check_shared(*core_, false, "poll_shared");
+  return core_->take_shared();
+}
+
+ReceivedMessage Channel::receive_message(Timeout timeout) {
+  check_timeout(timeout, "receive_message");
+  check_shared(*core_, true, "receive_message");
+  const auto limit = timeout.value_or(core_->timeouts().operation);
+  const auto completion = core_->wait_shared(limit);
+  if (!completion) {
+    throw Error(ErrorKind::timeout, "Channel::receive_message", ETIMEDOUT,
+                "no message arrived on QP " + std::to_string(core_->queue_pair().qp_number()) +
+                    " within " + milliseconds(limit),
+                "is the peer sending? (messages held unreleased keep their pool buffers)");
+  }
+  return message_of(*core_->pool(), *completion, "receive_message");
+}
+
+std::optional<ReceivedMessage> Channel::poll_message() {
+  check_shared(*core_, true, "poll_message");
+  const auto completion = core_->take_shared();
+  if (!completion) return std::nullopt;
+  return message_of(*core_->pool(), *completion, "poll_message");
+}
 
 PendingWork Channel::post_send(std::span<const GatherElement> data, PostOptions options) {
   return detail::post(

@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "channel/shared_receive_pool_core.hpp"
 #include "ibv/verbs/error.hpp"
 
 namespace ibv::detail {
@@ -47,17 +50,28 @@ std::size_t ring_size(const QueuePairSettings& settings) {
   return std::bit_ceil(std::max<std::size_t>(outstanding, 2));
 }
 
+/// The shared ring's size: as many receives as the shared receive queue holds (0 without one).
+std::size_t shared_ring_size(const QueuePair& qp) {
+  const SharedReceiveQueue* srq = qp.shared_receive_queue();
+  return srq == nullptr ? 0 : std::max<std::size_t>(srq->max_wr(), 1);
+}
+
 }  // namespace
 
-ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait)
+ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait,
+                         std::optional<SharedReceivePool> pool)
     : qp_(std::move(qp)),
       cq_(std::move(cq)),
       timeouts_(timeouts),
       wait_mode_(wait),
       max_inline_data_(qp_.max_inline_data()),
+      pool_(std::move(pool)),
+      shared_(qp_.shared_receive_queue() != nullptr),
+      next_wr_id_(shared_ ? kChannelTag | 1U : 1U),
       slots_(ring_size(qp_.settings())),
       slot_mask_(slots_.size() - 1),
-      send_queue_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)) {
+      send_queue_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)),
+      shared_ring_(shared_ring_size(qp_)) {
   if (wait_mode_.sleeps() && !cq_.channel()) {
     throw_invalid_argument("Channel", "wait mode " + std::string(to_string(wait_mode_.strategy)),
                            "sleeps on a completion channel, and the completion queue has none");
@@ -166,6 +180,15 @@ ChannelCore::Slot& ChannelCore::occupy(std::uint64_t wr_id, State state, bool si
 }
 
 std::uint64_t ChannelCore::post_receive(std::span<const ScatterElement> into) {
+  if (shared_) [[unlikely]] {
+    throw Error(ErrorKind::state, "Channel::post_receive", EINVAL,
+                "this channel (QP " + std::to_string(qp_.qp_number()) +
+                    ") takes its receives from a shared receive queue; nothing was posted",
+                pool_ ? "messages arrive in the SharedReceivePool's buffers: take them with "
+                        "receive_message()"
+                      : "post receives to the SharedReceiveQueue and take their completions "
+                        "with receive_shared()");
+  }
   const std::uint64_t id = next_wr_id_++;
   qp_.check(ReceiveRequest(id, into));  // bad input throws before waiting for room
   wait_for_room(Queue::receive);
@@ -274,8 +297,46 @@ void ChannelCore::retire_before(std::uint64_t wr_id, std::uint32_t qp_number) {
   }
 }
 
+void ChannelCore::keep_shared(const WorkCompletion& completion) {
+  if (shared_count_ == shared_ring_.size()) [[unlikely]] {
+    // More receives completed than the queue holds: the user posted again while these waited.
+    std::vector<WorkCompletion> grown(shared_ring_.size() * 2);
+    for (std::size_t i = 0; i < shared_count_; ++i) {
+      grown[i] = shared_ring_[(shared_head_ + i) % shared_ring_.size()];
+    }
+    shared_ring_ = std::move(grown);
+    shared_head_ = 0;
+  }
+  shared_ring_[(shared_head_ + shared_count_) % shared_ring_.size()] = completion;
+  ++shared_count_;
+  if (pool_) pool_->core()->taken();
+}
+
+std::optional<WorkCompletion> ChannelCore::take_shared() {
+  if (shared_count_ == 0) poll_once();
+  if (shared_count_ == 0) return std::nullopt;
+  const WorkCompletion completion = shared_ring_[shared_head_];
+  if (++shared_head_ == shared_ring_.size()) shared_head_ = 0;
+  --shared_count_;
+  return completion;
+}
+
+std::optional<WorkCompletion> ChannelCore::wait_shared(std::chrono::nanoseconds timeout) {
+  if (auto completion = take_shared()) return completion;
+  std::optional<WorkCompletion> completion;
+  wait_until(Clock::now() + timeout, [&] {  // by the channel's WaitMode
+    completion = take_shared();
+    return completion.has_value();
+  });
+  return completion;
+}
+
 void ChannelCore::accept(const WorkCompletion& completion) {
   const std::uint64_t wr_id = completion.wr_id();
+  if (shared_ && (wr_id & kChannelTag) == 0) {
+    keep_shared(completion);  // a receive from the shared queue: not the channel's to track
+    return;
+  }
   Slot* slot = find(wr_id);
   if (slot == nullptr || (slot->state != State::send && slot->state != State::receive)) {
     std::fprintf(stderr, "ibverbs-cpp: Channel: completion for unknown %s\n",

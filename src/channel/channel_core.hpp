@@ -3,6 +3,10 @@
 // requests than the one awaited, send-queue accounting (signaled and unsignaled requests in
 // posting order), and orphaned requests. All of it lives in arrays allocated when the channel
 // is built: posting, accepting a completion and taking it allocate nothing.
+//
+// On a shared receive queue the channel posts no receives of its own; its own wr_ids carry
+// kChannelTag, and every completion without the tag is a receive from the shared queue, kept
+// in posting order for receive_shared() / receive_message() (the shared ring).
 #pragma once
 
 #include <array>
@@ -16,6 +20,7 @@
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/wait_mode.hpp"
+#include "ibv/channel/shared_receive_pool.hpp"
 #include "ibv/verbs/completion_queue.hpp"
 #include "ibv/verbs/queue_pair.hpp"
 #include "ibv/verbs/work_request.hpp"
@@ -38,8 +43,14 @@ inline void apply_inline(SendRequest& request, InlinePolicy policy,
 
 class ChannelCore {
  public:
+  /// The bit set in every wr_id of a channel on a shared receive queue, telling its own
+  /// requests from the queue's receives (whose wr_ids must leave it clear).
+  static constexpr std::uint64_t kChannelTag = std::uint64_t{1} << 63U;
+
+  /// `pool` is the SharedReceivePool the queue pair's shared receive queue belongs to, if any.
   /// Throws ibv::Error (invalid_argument) when `wait` sleeps and `cq` has no completion channel.
-  ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait);
+  ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait,
+              std::optional<SharedReceivePool> pool);
 
   /// Posts the send-queue request `make(wr_id)` builds, under a fresh wr_id, after checking it
   /// (QueuePair::check: bad input throws before anything waits or is posted, and leaves the
@@ -76,6 +87,14 @@ class ChannelCore {
   void arm_completion_fd();
   /// Reads and acknowledges the events queued on the fd (of every queue sharing it).
   std::size_t consume_completion_events();
+  /// The oldest receive completion from the shared receive queue not handed out yet (polling
+  /// the CQ once if none is cached), and forgets it.
+  std::optional<WorkCompletion> take_shared();
+  /// take_shared() until it succeeds or `timeout` has passed.
+  std::optional<WorkCompletion> wait_shared(std::chrono::nanoseconds timeout);
+  /// Whether the queue pair takes its receives from a shared receive queue.
+  [[nodiscard]] bool shared() const noexcept { return shared_; }
+  [[nodiscard]] const std::optional<SharedReceivePool>& pool() const noexcept { return pool_; }
 
   [[nodiscard]] const QueuePair& queue_pair() const noexcept { return qp_; }
   [[nodiscard]] const CompletionQueue& completion_queue() const noexcept { return cq_; }
@@ -142,6 +161,8 @@ class ChannelCore {
   /// If `wr_id` is an unsignaled request with nothing signaled after it, posts a zero-length
   /// signaled RDMA write whose completion retires it.
   void ensure_retirement(std::uint64_t wr_id);
+  /// Keeps a receive completion from the shared receive queue for take_shared().
+  void keep_shared(const WorkCompletion& completion);
   /// take() that also says whether `wr_id` is still tracked (false: handed out, or unknown).
   std::optional<WorkCompletion> try_take(std::uint64_t wr_id, bool& tracked);
 
@@ -151,6 +172,8 @@ class ChannelCore {
   WaitMode wait_mode_;
   std::uint32_t max_inline_data_ = 0;  // what the device granted the QP (automatic inlining)
   std::uint64_t inline_posts_ = 0;
+  std::optional<SharedReceivePool> pool_;
+  bool shared_ = false;
   std::uint64_t next_wr_id_ = 1;
   // Every request the channel tracks, in the slot wr_id & slot_mask_ (wr_ids are consecutive,
   // so the requests of the last slots_.size() wr_ids never share a slot). The ring holds at
@@ -168,6 +191,12 @@ class ChannelCore {
   std::uint32_t unsignaled_run_ = 0;  // unsignaled requests posted since the last signaled one
   bool send_failed_ = false;          // a send-queue request failed: the QP is in error
   std::uint32_t in_flight_receive_ = 0;
+  // Receive completions from the shared receive queue, oldest at shared_head_: a ring of the
+  // queue's max_wr entries (as many receives as can complete before any is handed out; grown
+  // only if the user posts more to the queue while completions wait here).
+  std::vector<WorkCompletion> shared_ring_;
+  std::size_t shared_head_ = 0;
+  std::size_t shared_count_ = 0;
   std::array<WorkCompletion, 32> batch_{};
 };
 

@@ -48,6 +48,16 @@ MultiChannelBuilder& MultiChannelBuilder::completion_channel(const CompletionCha
   return *this;
 }
 
+MultiChannelBuilder& MultiChannelBuilder::shared_receive_queue(SharedReceiveQueue srq) noexcept {
+  channel_.shared_receive_queue(std::move(srq));
+  return *this;
+}
+
+MultiChannelBuilder& MultiChannelBuilder::shared_receive_pool(SharedReceivePool pool) noexcept {
+  channel_.shared_receive_pool(std::move(pool));
+  return *this;
+}
+
 PreparedMultiChannel MultiChannelBuilder::build() const {
   // One queue pair and one completion queue per peer: a world the device can not hold is
   // rejected before the first is made (instead of failing, or exhausting memory, midway).

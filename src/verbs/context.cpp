@@ -104,6 +104,8 @@ DeviceAttributes Context::query_device() const {
   attributes.max_qp_rd_atom = raw.max_qp_rd_atom;
   attributes.max_qp_init_rd_atom = raw.max_qp_init_rd_atom;
   attributes.max_srq = raw.max_srq;
+  attributes.max_srq_wr = raw.max_srq_wr;
+  attributes.max_srq_sge = raw.max_srq_sge;
   attributes.physical_port_count = raw.phys_port_cnt;
   attributes.atomics = raw.atomic_cap != IBV_ATOMIC_NONE;
   return attributes;

@@ -101,6 +101,13 @@ Endpoint endpoint_of(const detail::QueuePairCore& core) {
 
 // Checks a receive against the QP's limits (throws naming it); shared by both forms.
 void check_receive(const detail::QueuePairCore& core, const ReceiveRequest& request) {
+  if (core.srq) [[unlikely]] {
+    throw Error(ErrorKind::state, "QueuePair::post_receive", EINVAL,
+                "receive wr_id " + std::to_string(request.wr_id()) + " for QP " +
+                    std::to_string(core.qp->qp_num) +
+                    ", which takes its receives from a shared receive queue",
+                "post receives to the SharedReceiveQueue the QP was built with");
+  }
   const auto max_sge = core.settings.max_recv_sge.value();
   if (request.element_count() > max_sge) {
     throw_invalid_argument("post_receive", "receive wr_id " + std::to_string(request.wr_id()),
@@ -266,6 +273,10 @@ QueuePairBuilder& QueuePairBuilder::settings(const QueuePairSettings& settings) 
   settings_ = settings;
   return *this;
 }
+QueuePairBuilder& QueuePairBuilder::shared_receive_queue(SharedReceiveQueue srq) noexcept {
+  srq_ = std::move(srq);
+  return *this;
+}
 
 namespace detail {
 
@@ -334,6 +345,10 @@ PreparedQueuePair QueuePairBuilder::build() const {
     throw_invalid_argument(kOperation, "completion queues",
                            "belong to another device than the protection domain");
   }
+  if (srq_ && srq_->protection_domain().context().native() != context.native()) {
+    throw_invalid_argument(kOperation, "shared_receive_queue",
+                           "belongs to another device than the protection domain");
+  }
   // Every check and every choice first: nothing is created for settings that do not fit.
   auto resolved = detail::resolve_queue_pair(context, settings_, kOperation);
   auto core =
@@ -346,6 +361,7 @@ PreparedQueuePair QueuePairBuilder::build() const {
                                                                     resolved.gid,
                                                                     resolved.device_atomics,
                                                                     0,
+                                                                    srq_,
                                                                     {}});
   const auto& s = core->settings;
 
@@ -358,6 +374,11 @@ PreparedQueuePair QueuePairBuilder::build() const {
   init.cap.max_recv_wr = s.max_recv_wr.value();
   init.cap.max_send_sge = s.max_send_sge.value();
   init.cap.max_recv_sge = s.max_recv_sge.value();
+  if (srq_) {
+    init.srq = srq_->native();
+    init.cap.max_recv_wr = 0;  // ignored with an SRQ
+    init.cap.max_recv_sge = 0;
+  }
   // Unset max_inline_data: the default, and less where the device refuses it (devices differ
   // in how much they inline, and say so only by failing ibv_create_qp).
   constexpr std::array<std::uint32_t, 3> kDefaultInlineSteps{InlineSize::kDefault, 64, 0};

@@ -14,14 +14,17 @@
 
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
+#include "ibv/channel/received_message.hpp"
 #include "ibv/channel/scope.hpp"
 #include "ibv/channel/wait_mode.hpp"
 #include "ibv/verbs/completion_channel.hpp"
+#include "ibv/channel/shared_receive_pool.hpp"
 #include "ibv/verbs/endpoint.hpp"
 #include "ibv/verbs/protection_domain.hpp"
 #include "ibv/verbs/queue_pair.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
+#include "ibv/verbs/shared_receive_queue.hpp"
 
 namespace ibv {
 
@@ -44,6 +47,12 @@ struct ChannelTimeouts {
 /// build() checks everything before it creates anything: both timeouts positive, every queue
 /// pair setting against the device (see QueuePairSettings), the completion queue size between
 /// max_send_wr + max_recv_wr and the device's max_cqe. Errors name the setting.
+///
+/// On a shared receive queue (shared_receive_queue() or shared_receive_pool()) the channel's
+/// queue pair has no receive queue of its own: max_recv_wr / max_recv_sge are ignored, the
+/// completion queue holds max_send_wr + the shared queue's max_wr entries (every posted shared
+/// receive may complete on this channel), and receives are taken with
+/// Channel::receive_shared() / receive_message() instead of being posted per channel.
 class ChannelBuilder {
  public:
   explicit ChannelBuilder(ProtectionDomain pd);
@@ -60,6 +69,12 @@ class ChannelBuilder {
   /// fd covers them all). Also with WaitMode::spin: then the channel's own waits spin, and
   /// completion_fd() is there for the caller's event loop.
   ChannelBuilder& completion_channel(const CompletionChannel& channel);
+  /// Takes the channel's receives from `srq`, which the caller posts to (wr_ids below 2^63:
+  /// the channel tags its own with the top bit); see Channel::receive_shared().
+  ChannelBuilder& shared_receive_queue(SharedReceiveQueue srq) noexcept;
+  /// Takes the channel's receives from `pool`, whose buffers the library keeps posted; see
+  /// Channel::receive_message(). Replaces shared_receive_queue().
+  ChannelBuilder& shared_receive_pool(SharedReceivePool pool) noexcept;
 
   [[nodiscard]] const QueuePairSettings& queue_pair_settings() const noexcept { return qp_; }
   [[nodiscard]] const ChannelTimeouts& timeout_settings() const noexcept { return timeouts_; }
@@ -80,14 +95,17 @@ class ChannelBuilder {
   std::optional<int> cq_size_;
   WaitMode wait_;
   std::optional<CompletionChannel> channel_;
+  std::optional<SharedReceiveQueue> srq_;
+  std::optional<SharedReceivePool> pool_;
 };
 
 /// A channel whose queue pair exists but is not connected: send endpoint() to the peer, then
 /// handshake() with the peer's. Handshaking with its own endpoint gives a loopback channel.
 class PreparedChannel {
  public:
+  /// `pool`: the SharedReceivePool whose queue `qp` was built on, if any.
   PreparedChannel(PreparedQueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts,
-                  WaitMode wait = {});
+                  WaitMode wait = {}, std::optional<SharedReceivePool> pool = std::nullopt);
 
   [[nodiscard]] Endpoint endpoint() const { return qp_.endpoint(); }
   [[nodiscard]] Channel handshake(const Endpoint& remote) &&;
@@ -97,6 +115,7 @@ class PreparedChannel {
   CompletionQueue cq_;
   ChannelTimeouts timeouts_;
   WaitMode wait_;
+  std::optional<SharedReceivePool> pool_;
 };
 
 /// One connected RDMA channel. Move-only; not thread-safe (one thread uses a channel at a
@@ -154,13 +173,24 @@ class PreparedChannel {
 /// per completion queue and one-shot: it covers the next completion after it, so arm again on
 /// every round. The channel's own waits (blocking calls, a sleeping WaitMode) read and
 /// acknowledge events of the fd too; that is harmless, as the loop re-arms and re-checks.
+///
+/// Shared receives. A channel built on a shared receive queue posts no receives: `receive`,
+/// `post_receive` and a scope's `post_receive` throw ibv::Error (state) and post nothing. A
+/// message that arrives on the channel's queue pair consumes the oldest receive of the shared
+/// queue and completes in this channel's completion queue; the channel keeps such completions
+/// apart from its own (whatever their wr_id) and hands them out, oldest first, through
+/// `receive_shared` / `poll_shared` (the completion: wr_id of the shared receive, length,
+/// immediate) or, on a SharedReceivePool, `receive_message` / `poll_message` (the message in
+/// its pool buffer, posted back when released). They arrive while the channel polls for any
+/// reason, so none is lost to a blocking send.
 class Channel {
  public:
   using Timeout = std::optional<std::chrono::nanoseconds>;
 
   /// Throws ibv::Error (invalid_argument) when `wait` sleeps and `cq` has no completion
-  /// channel.
-  Channel(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait = {});
+  /// channel, or when `pool` is not the SharedReceivePool whose queue `qp` was built on.
+  Channel(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait = {},
+          std::optional<SharedReceivePool> pool = std::nullopt);
 
   // Blocking: post one request and wait for it (default: the channel's operation timeout).
   WorkCompletion send(std::span<const GatherElement> data, Timeout timeout = {});
@@ -215,6 +245,27 @@ class Channel {
   PendingWork post_compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
                                 std::uint64_t expected, std::uint64_t desired,
                                 PostOptions options = {});
+
+  // Shared receives (channels built on a shared receive queue or pool; see above).
+  /// The oldest completion of a shared receive that took a message on this channel, waiting
+  /// (default: the operation timeout). Throws ibv::WorkError when it failed (the completion,
+  /// with the receive's wr_id, is in the error), ibv::Error (timeout) when none came, (state)
+  /// when the channel is not on a shared receive queue.
+  WorkCompletion receive_shared(Timeout timeout = {});
+  /// The oldest such completion if one is there (failed or not), without waiting.
+  [[nodiscard]] std::optional<WorkCompletion> poll_shared();
+  /// On a SharedReceivePool: the oldest message that arrived on this channel, waiting
+  /// (default: the operation timeout). A failed receive (e.g. a message longer than the
+  /// pool's buffer_size: local_length_error, on rxe local_qp_operation_error) posts its buffer
+  /// back and throws ibv::WorkError, whose message names the buffer size.
+  /// Throws ibv::Error (timeout) when none came, (state) when the channel has no pool.
+  ReceivedMessage receive_message(Timeout timeout = {});
+  /// The oldest message if one is there, without waiting; failures as receive_message().
+  [[nodiscard]] std::optional<ReceivedMessage> poll_message();
+  /// The shared receive queue the channel takes its receives from, or null.
+  [[nodiscard]] const SharedReceiveQueue* shared_receive_queue() const noexcept;
+  /// The pool the channel takes its receives from, or null.
+  [[nodiscard]] const SharedReceivePool* shared_receive_pool() const noexcept;
 
   /// A scope without a body: see ManualScope.
   [[nodiscard]] ManualScope manual_scope() { return ManualScope(core_); }

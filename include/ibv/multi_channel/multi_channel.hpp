@@ -27,6 +27,7 @@
 
 #include "ibv/channel/channel.hpp"
 #include "ibv/multi_channel/multi_channel_scope.hpp"
+#include "ibv/multi_channel/peer_message.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/multi_channel/peer_request.hpp"
 #include "ibv/verbs/endpoint.hpp"
@@ -54,6 +55,11 @@ class MultiChannelBuilder {
   /// Attaches every per-peer completion queue to `channel` (also with WaitMode::spin: then
   /// completion_fd() is there for the caller's own event loop).
   MultiChannelBuilder& completion_channel(const CompletionChannel& channel);
+  /// Every channel takes its receives from `srq` (see ChannelBuilder::shared_receive_queue):
+  /// one queue of receives for all peers instead of one per peer.
+  MultiChannelBuilder& shared_receive_queue(SharedReceiveQueue srq) noexcept;
+  /// Every channel takes its receives from `pool` (see ChannelBuilder::shared_receive_pool).
+  MultiChannelBuilder& shared_receive_pool(SharedReceivePool pool) noexcept;
 
   [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
   [[nodiscard]] std::uint32_t world_size() const noexcept { return world_size_; }
@@ -124,6 +130,11 @@ class PreparedMultiChannel {
 ///   does not complete in time is orphaned as on a Channel.
 /// - scoped (`scope`, `manual_scope`): see MultiChannelScope.
 /// - unpolled (`post_*`): PendingWork handles (a batch: one per element, in input order).
+///
+/// Built on a shared receive queue or pool (MultiChannelBuilder), the per-peer channels post
+/// no receives (see Channel); `receive_shared_any` / `receive_message_any` and their poll_
+/// forms hand out the next message from any peer, saying which, visiting the peers in turn so
+/// that a busy peer does not starve the others (each peer's own messages in arrival order).
 class MultiChannel {
  public:
   using Timeout = Channel::Timeout;
@@ -239,6 +250,19 @@ class MultiChannel {
                                                              std::span<const GatherElement> data,
                                                              PostOptions options = {});
 
+  // Shared receives, from any peer (on a shared receive queue or pool).
+  /// The next completion of a shared receive from any peer, waiting (default: the operation
+  /// timeout). Throws ibv::WorkError for a failed one (naming the peer), ibv::Error (timeout)
+  /// when none came, (state) when the channels are not on a shared receive queue.
+  PeerCompletion receive_shared_any(Timeout timeout = {});
+  /// The next one if there is one, without waiting.
+  [[nodiscard]] std::optional<PeerCompletion> poll_shared_any();
+  /// On a SharedReceivePool: the next message from any peer, waiting (default: the operation
+  /// timeout); failures as Channel::receive_message, naming the peer.
+  PeerMessage receive_message_any(Timeout timeout = {});
+  /// The next message if there is one, without waiting.
+  [[nodiscard]] std::optional<PeerMessage> poll_message_any();
+
   /// A scope without a body: see MultiManualScope.
   [[nodiscard]] MultiManualScope manual_scope() { return MultiManualScope(*this); }
 
@@ -256,6 +280,7 @@ class MultiChannel {
   std::uint32_t rank_;
   std::vector<std::optional<Channel>> channels_;  // index = peer; empty at rank_
   ChannelTimeouts timeouts_;
+  std::uint32_t next_shared_ = 0;  // the peer the next *_any poll looks at first
 };
 
 }  // namespace ibv

@@ -31,7 +31,9 @@ struct DeviceAttributes {
   std::int32_t max_pd = 0;
   std::int32_t max_qp_rd_atom = 0;       ///< Outstanding RDMA reads/atomics a QP may start.
   std::int32_t max_qp_init_rd_atom = 0;  ///< Outstanding RDMA reads/atomics a QP may answer.
-  std::int32_t max_srq = 0;
+  std::int32_t max_srq = 0;              ///< Shared receive queues (0: the device has none).
+  std::int32_t max_srq_wr = 0;           ///< Largest shared receive queue.
+  std::int32_t max_srq_sge = 0;          ///< Most scatter elements per shared receive.
   std::uint8_t physical_port_count = 0;
   bool atomics = false;  ///< Whether the device implements RDMA atomics at all.
 

@@ -16,6 +16,7 @@
 #include "ibv/verbs/port.hpp"
 #include "ibv/verbs/protection_domain.hpp"
 #include "ibv/verbs/queue_pair_settings.hpp"
+#include "ibv/verbs/shared_receive_queue.hpp"
 #include "ibv/verbs/work_request.hpp"
 
 struct ibv_qp;
@@ -105,6 +106,10 @@ class QueuePairBuilder {
   QueuePairBuilder& service_level(std::uint8_t level) noexcept;
   /// All settings at once.
   QueuePairBuilder& settings(const QueuePairSettings& settings) noexcept;
+  /// Takes the QP's receives from `srq` (ibv_qp_init_attr.srq) instead of a receive queue of
+  /// its own: max_recv_wr / max_recv_sge are then ignored, and posting a receive to the QP
+  /// throws ibv::Error (state). build() rejects an SRQ of another device (invalid_argument).
+  QueuePairBuilder& shared_receive_queue(SharedReceiveQueue srq) noexcept;
 
   [[nodiscard]] const QueuePairSettings& settings() const noexcept { return settings_; }
 
@@ -118,6 +123,7 @@ class QueuePairBuilder {
   CompletionQueue send_cq_;
   CompletionQueue recv_cq_;
   QueuePairSettings settings_;
+  std::optional<SharedReceiveQueue> srq_;
 };
 
 namespace detail {
@@ -138,6 +144,7 @@ struct QueuePairCore {
   Gid gid;
   bool device_atomics = false;                     // the device's atomic_cap is not NONE
   std::uint32_t max_inline_data = 0;               // what the device granted
+  std::optional<SharedReceiveQueue> srq;           // where receives come from, if shared
   std::unique_ptr<ibv_qp, QueuePairDestroyer> qp;  // declared last: destroyed first
 };
 }  // namespace detail
@@ -209,6 +216,10 @@ class QueuePair {
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept { return core_->pd; }
   [[nodiscard]] const CompletionQueue& send_cq() const noexcept { return core_->send_cq; }
   [[nodiscard]] const CompletionQueue& recv_cq() const noexcept { return core_->recv_cq; }
+  /// The shared receive queue the QP takes its receives from, or null when it has its own.
+  [[nodiscard]] const SharedReceiveQueue* shared_receive_queue() const noexcept {
+    return core_->srq ? &*core_->srq : nullptr;
+  }
   /// The current state as the device reports it ("RTS", "ERR", ...), for diagnostics.
   [[nodiscard]] std::string query_state() const;
 
@@ -225,7 +236,8 @@ class QueuePair {
   /// batches over several QPs check everything before posting anything.
   void check(const SendRequest& request) const;
   /// The checks post_receive() makes, without posting: more elements than max_recv_sge, more
-  /// bytes than the port's max message size.
+  /// bytes than the port's max message size; ibv::Error (state) when the QP takes its
+  /// receives from a shared receive queue (post them there).
   void check(const ReceiveRequest& request) const;
 
  private:

@@ -1,0 +1,26 @@
+// PeerCompletion and PeerMessage: a receive from a MultiChannel's shared receive queue, with
+// the peer whose message it took.
+#pragma once
+
+#include <cstdint>
+
+#include "ibv/channel/received_message.hpp"
+#include "ibv/verbs/work_completion.hpp"
+
+namespace ibv {
+
+/// A shared receive's completion (MultiChannel::receive_shared_any) and the rank of the peer
+/// whose message consumed it.
+struct PeerCompletion {
+  std::uint32_t peer = 0;
+  WorkCompletion completion;
+};
+
+/// A message in a SharedReceivePool buffer (MultiChannel::receive_message_any) and the rank of
+/// the peer that sent it. Releasing `message` posts its buffer back to the pool.
+struct PeerMessage {
+  std::uint32_t peer = 0;
+  ReceivedMessage message;
+};
+
+}  // namespace ibv
