@@ -55,6 +55,20 @@ ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeo
       slot_mask_(slots_.size() - 1),
       send_queue_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)) {}
 
+ChannelCore::~ChannelCore() {
+  if (monitor_) monitor_->disconnect();
+}
+
+void ChannelCore::set_monitor(std::unique_ptr<ConnectionMonitor> monitor) noexcept {
+  monitor_ = std::move(monitor);
+}
+
+void ChannelCore::watch(std::chrono::steady_clock::time_point now) noexcept {
+  if (!monitor_ || now < next_watch_) return;
+  monitor_->poll(qp_.native());
+  next_watch_ = now + std::chrono::milliseconds(1);
+}
+
 ChannelCore::Slot* ChannelCore::find(std::uint64_t wr_id) noexcept {
   Slot& slot = slots_[wr_id & slot_mask_];
   if (slot.state != State::free && slot.wr_id == wr_id) return &slot;
@@ -143,7 +157,10 @@ void ChannelCore::wait_for_room(Queue queue) {
   // retires those before it and makes room.
   const auto deadline = std::chrono::steady_clock::now() + timeouts_.operation;
   while (in_flight() >= capacity) {
-    if (poll_once() == 0 && std::chrono::steady_clock::now() > deadline) {
+    if (poll_once() != 0) continue;
+    const auto now = std::chrono::steady_clock::now();
+    watch(now);
+    if (now > deadline) {
       throw Error(ErrorKind::timeout, send ? "Channel::post (send queue)" : "Channel::post_receive",
                   ETIMEDOUT,
                   std::string(send ? "the send queue" : "the receive queue") + " is full (" +
@@ -264,8 +281,10 @@ std::optional<WorkCompletion> ChannelCore::wait(std::uint64_t wr_id,
   for (unsigned polls = 1;; ++polls) {
     if (auto completion = try_take(wr_id, tracked)) return completion;
     if (!tracked) return std::nullopt;
-    if (polls % kPollsPerClockRead == 0 && std::chrono::steady_clock::now() >= deadline) {
-      return std::nullopt;
+    if (polls % kPollsPerClockRead == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return std::nullopt;
+      watch(now);
     }
   }
 }
