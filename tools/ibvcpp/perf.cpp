@@ -129,7 +129,8 @@ RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uin
   info.device = device.context.name();
   info.ib_port = options.ib_port;
   info.link_layer = device.port.link_layer == ibv::LinkLayer::ethernet ? "Ethernet" : "IB";
-  info.mtu = mtu;
+  // With -R rdma_cm chose the path MTU.
+  info.mtu = options.rdma_cm ? qps.front().channel->queue_pair().settings().mtu->bytes() : mtu;
   if (device.gid_index) info.gid_index = qps.front().channel->queue_pair().gid_index();
   info.qps = options.qps;
   info.iterations = options.iterations;
@@ -180,6 +181,25 @@ int run_perf(const PerfOptions& options) {
 
   // The TCP connection: the server listens (a port in use fails here), the client dials.
   std::optional<Connection> connection;
+  // -R: the server listens with rdma_cm before it accepts the TCP connection, so that the
+  // client's rdma_cm requests find a listener once the settings agree.
+  std::optional<ibv::ChannelListener> cm_listener;
+  const ibv::ProtectionDomain pd =
+      in_phase(ExitCode::device, [&] { return ibv::ProtectionDomain(device.context); });
+  auto cm_options = [&](std::uint32_t mtu) {
+    ibv::ConnectOptions cm;
+    cm.queue_pair = queue_pair_settings(options, device, mtu);
+    cm.queue_pair.gid_index.reset();  // rdma_cm's choice
+    cm.queue_pair.mtu.reset();
+    cm.timeouts = {.operation = options.timeout, .drop = std::chrono::seconds(1)};
+    cm.protection_domain = pd;  // -d must name the device the address resolves to
+    cm.connect_timeout = options.timeout;
+    return cm;
+  };
+  if (options.rdma_cm && !client) {
+    in_phase(ExitCode::connection,
+             [&] { cm_listener.emplace("0.0.0.0", options.tcp_port, cm_options(device.mtu)); });
+  }
   if (client) {
     connection.emplace(Connection::dial(*options.server, options.tcp_port, kConnectRetry));
   } else {
@@ -206,7 +226,6 @@ int run_perf(const PerfOptions& options) {
   std::vector<engine::QueuePairSlot> qps;
   std::vector<QpAddress> addresses;
   in_phase(ExitCode::device, [&] {
-    const ibv::ProtectionDomain pd(device.context);
     const ibv::ChannelBuilder builder =
         ibv::ChannelBuilder(pd)
             .queue_pair(queue_pair_settings(options, device, mtu))
@@ -216,10 +235,22 @@ int run_perf(const PerfOptions& options) {
       auto& slot = qps.emplace_back(options.max_size());
       slot.mr.emplace(pd.register_remote_accessible(
           slot.buffer.bytes(), ibv::RemoteAccess::write() | ibv::RemoteAccess::read()));
-      slot.prepared.emplace(builder.build());
+      ibv::Endpoint endpoint;
+      if (options.rdma_cm) {
+        // Connected here, one queue pair after the other (the server accepts in the order the
+        // client connects); the endpoint exchanged below is then only for the report.
+        slot.channel.emplace(in_phase(ExitCode::connection, [&] {
+          return client ? ibv::Channel::connect(*options.server, options.tcp_port, cm_options(mtu))
+                        : cm_listener->accept(options.timeout);
+        }));
+        endpoint = slot.channel->queue_pair().local_endpoint();
+      } else {
+        slot.prepared.emplace(builder.build());
+        endpoint = slot.prepared->endpoint();
+      }
       const ibv::RemoteMemoryRegion whole = slot.mr->remote();
-      addresses.push_back({slot.prepared->endpoint(), whole.sub_region(slot.half, slot.half),
-                           whole.sub_region(0, slot.half)});
+      addresses.push_back(
+          {endpoint, whole.sub_region(slot.half, slot.half), whole.sub_region(0, slot.half)});
     }
   });
 
@@ -231,6 +262,7 @@ int run_perf(const PerfOptions& options) {
   in_phase(ExitCode::device, [&] {
     for (std::size_t i = 0; i < qps.size(); ++i) {
       qps[i].peer = peer_addresses[i];
+      if (options.rdma_cm) continue;  // connected by rdma_cm already
       qps[i].channel.emplace(std::move(*qps[i].prepared).handshake(peer_addresses[i].endpoint));
       qps[i].prepared.reset();
     }
