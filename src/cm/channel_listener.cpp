@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <optional>
 #include <string>
@@ -106,11 +107,15 @@ Channel ChannelListener::accept(std::chrono::milliseconds timeout) {
   rdma_cm_id* id = request->id.get();
   const std::string peer = [&] {
     const auto* addr = rdma_get_peer_addr(id);
-    char text[64] = {};
+    std::array<char, INET6_ADDRSTRLEN> text{};
     if (addr != nullptr && addr->sa_family == AF_INET) {
-      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, text, sizeof text);
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, text.data(),
+                text.size());
+    } else if (addr != nullptr && addr->sa_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text.data(),
+                text.size());
     }
-    return std::string(text[0] != 0 ? text : "the client");
+    return std::string(text[0] != 0 ? text.data() : "the client");
   }();
   std::optional<PreparedChannel> prepared;
   rdma_conn_param param{};

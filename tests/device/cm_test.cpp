@@ -105,7 +105,7 @@ TEST(Cm, AcceptedChannelsShareTheListenersProtectionDomain) {
     servers.push_back(std::move(server));
   }
   // One region of the shared PD serves every accepted channel.
-  std::vector<std::byte> shared(3 * 64);
+  std::vector<std::byte> shared(std::size_t{3} * 64);
   const auto shared_mr = pd.register_remote_accessible(shared, RemoteAccess::all());
   for (std::size_t i = 0; i < clients.size(); ++i) {
     std::vector<std::byte> data(64, std::byte{static_cast<unsigned char>(0x10 + i)});

@@ -147,6 +147,33 @@ RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uin
   return info;
 }
 
+/// -R: the settings of a queue pair connected with rdma_cm (which chooses the GID and the path
+/// MTU), in the session's protection domain (so -d must name the device the address is on).
+ibv::ConnectOptions cm_options(const PerfOptions& options, const DeviceSetup& device,
+                               const ibv::ProtectionDomain& pd) {
+  ibv::ConnectOptions cm;
+  cm.queue_pair = queue_pair_settings(options, device, device.mtu);
+  cm.queue_pair.gid_index.reset();
+  cm.queue_pair.mtu.reset();
+  cm.timeouts = {.operation = options.timeout, .drop = std::chrono::seconds(1)};
+  cm.protection_domain = pd;
+  cm.connect_timeout = options.timeout;
+  return cm;
+}
+
+/// -R: connects `slot`'s channel, the client to the server's address, the server by accepting
+/// (in the order the client connects); returns its endpoint, which is then only reported.
+ibv::Endpoint connect_with_rdma_cm(engine::QueuePairSlot& slot, const PerfOptions& options,
+                                   const DeviceSetup& device, const ibv::ProtectionDomain& pd,
+                                   std::optional<ibv::ChannelListener>& listener) {
+  slot.channel.emplace(in_phase(ExitCode::connection, [&] {
+    return options.is_client() ? ibv::Channel::connect(*options.server, options.tcp_port,
+                                                       cm_options(options, device, pd))
+                               : listener->accept(options.timeout);
+  }));
+  return slot.channel->queue_pair().local_endpoint();
+}
+
 void print(const std::string& text) {
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
@@ -179,27 +206,19 @@ int run_perf(const PerfOptions& options) {
   const bool client = options.is_client();
   const DeviceSetup device = open_checked_device(options);
 
-  // The TCP connection: the server listens (a port in use fails here), the client dials.
-  std::optional<Connection> connection;
+  const ibv::ProtectionDomain pd =
+      in_phase(ExitCode::device, [&] { return ibv::ProtectionDomain(device.context); });
   // -R: the server listens with rdma_cm before it accepts the TCP connection, so that the
   // client's rdma_cm requests find a listener once the settings agree.
   std::optional<ibv::ChannelListener> cm_listener;
-  const ibv::ProtectionDomain pd =
-      in_phase(ExitCode::device, [&] { return ibv::ProtectionDomain(device.context); });
-  auto cm_options = [&](std::uint32_t mtu) {
-    ibv::ConnectOptions cm;
-    cm.queue_pair = queue_pair_settings(options, device, mtu);
-    cm.queue_pair.gid_index.reset();  // rdma_cm's choice
-    cm.queue_pair.mtu.reset();
-    cm.timeouts = {.operation = options.timeout, .drop = std::chrono::seconds(1)};
-    cm.protection_domain = pd;  // -d must name the device the address resolves to
-    cm.connect_timeout = options.timeout;
-    return cm;
-  };
   if (options.rdma_cm && !client) {
-    in_phase(ExitCode::connection,
-             [&] { cm_listener.emplace("0.0.0.0", options.tcp_port, cm_options(device.mtu)); });
+    in_phase(ExitCode::connection, [&] {
+      cm_listener.emplace("0.0.0.0", options.tcp_port, cm_options(options, device, pd));
+    });
   }
+
+  // The TCP connection: the server listens (a port in use fails here), the client dials.
+  std::optional<Connection> connection;
   if (client) {
     connection.emplace(Connection::dial(*options.server, options.tcp_port, kConnectRetry));
   } else {
@@ -235,19 +254,9 @@ int run_perf(const PerfOptions& options) {
       auto& slot = qps.emplace_back(options.max_size());
       slot.mr.emplace(pd.register_remote_accessible(
           slot.buffer.bytes(), ibv::RemoteAccess::write() | ibv::RemoteAccess::read()));
-      ibv::Endpoint endpoint;
-      if (options.rdma_cm) {
-        // Connected here, one queue pair after the other (the server accepts in the order the
-        // client connects); the endpoint exchanged below is then only for the report.
-        slot.channel.emplace(in_phase(ExitCode::connection, [&] {
-          return client ? ibv::Channel::connect(*options.server, options.tcp_port, cm_options(mtu))
-                        : cm_listener->accept(options.timeout);
-        }));
-        endpoint = slot.channel->queue_pair().local_endpoint();
-      } else {
-        slot.prepared.emplace(builder.build());
-        endpoint = slot.prepared->endpoint();
-      }
+      const ibv::Endpoint endpoint =
+          options.rdma_cm ? connect_with_rdma_cm(slot, options, device, pd, cm_listener)
+                          : slot.prepared.emplace(builder.build()).endpoint();
       const ibv::RemoteMemoryRegion whole = slot.mr->remote();
       addresses.push_back(
           {endpoint, whole.sub_region(slot.half, slot.half), whole.sub_region(0, slot.half)});
