@@ -1,10 +1,12 @@
 // Interoperability of Channel::connect and ChannelListener with rdma-core's rdma_cm programs
-// (package rdmacm-utils): our client completes rping's protocol against `rping -s`, and
-// exchanges ucmatose's sends with `ucmatose` as server and as client of our listener. Each
-// program runs as a child process under a hard timeout; on failure its output is printed.
+// (package rdmacm-utils): our client completes rping's protocol against `rping -s`, our
+// listener serves `rping -c` (reading and writing back its pings), and our side exchanges
+// ucmatose's sends with `ucmatose` as server and as client of our listener. Each program runs
+// as a child process under a hard timeout; on failure its output is printed.
 #include <endian.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -168,6 +170,51 @@ TEST(CmInterop, UcmatoseClientExchangesWithOurListener) {
   }  // destroyed: disconnects, as ucmatose's server does, and the client ends
   EXPECT_EQ(client.wait(), 0) << client.describe();
   EXPECT_NE(client.out().find("receiving data transfers"), std::string::npos) << client.describe();
+}
+
+TEST(CmInterop, RpingClientPingsOurListener) {
+  TemporaryDirectory dir("cm_interop");
+  ChannelListener listener(test_ip(), 0, interop_options());
+  ChildProcess client(
+      {"rping", "-c", "-v", "-V", "-a", test_ip(), "-p", std::to_string(listener.port()), "-C",
+       std::to_string(kPings), "-S", std::to_string(kPingSize)},
+      kProcessTimeout, dir.path() / "rping.out");
+  {
+    Channel channel = listener.accept(20s);
+    const auto& pd = channel.protection_domain();
+    std::vector<std::byte> data(kPingSize);
+    std::vector<std::byte> info(sizeof(RpingInfo));
+    std::vector<std::byte> go_ahead(sizeof(RpingInfo));
+    const auto data_mr = pd.register_local(data);
+    const auto info_mr = pd.register_local(info);
+    const auto go_mr = pd.register_local(go_ahead);
+    auto advertised = [&] {
+      channel.receive(std::vector{info_mr.scatter_all()});
+      RpingInfo wire{};
+      std::memcpy(&wire, info.data(), sizeof wire);
+      return RemoteMemoryRegion(be64toh(wire.buf), be32toh(wire.size), be32toh(wire.rkey));
+    };
+    for (int ping = 0; ping < kPings; ++ping) {
+      // rping's server: read the advertised ping, say go ahead, write it back into the second
+      // advertised buffer, say go ahead.
+      const RemoteMemoryRegion source = advertised();
+      ASSERT_LE(source.length(), data.size());
+      const auto ping_bytes = std::span(data).first(source.length());
+      channel.read(std::vector{data_mr.scatter(ping_bytes)}, source);
+      channel.send(std::vector{go_mr.gather_all()});
+      const RemoteMemoryRegion target = advertised();
+      const std::string text(reinterpret_cast<const char*>(data.data()));
+      EXPECT_NE(text.find("rdma-ping-" + std::to_string(ping)), std::string::npos) << text;
+      channel.write(std::vector{data_mr.gather(std::span(data).first(
+                        std::min<std::size_t>(text.size() + 1, target.length())))},
+                    target);
+      channel.send(std::vector{go_mr.gather_all()});
+    }
+    EXPECT_EQ(client.wait(), 0) << client.describe();  // -V: it validated every echo
+  }
+  EXPECT_NE(client.out().find("ping data: rdma-ping-" + std::to_string(kPings - 1)),
+            std::string::npos)
+      << client.describe();
 }
 
 }  // namespace
