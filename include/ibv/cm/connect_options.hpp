@@ -37,7 +37,9 @@ struct ConnectOptions {
   /// the GID index is the one rdma_cm chooses: `gid_index` must be left unset (an error
   /// otherwise). retry_count and rnr_retry are also sent to the peer in the connection request
   /// or reply (rdma_cm's conn_param), max_rd_atomic / max_dest_rd_atomic as initiator depth
-  /// and responder resources.
+  /// and responder resources. Receives can be posted only once connect() / accept() has
+  /// returned: against a peer that sends as soon as it is connected, set rnr_retry to
+  /// RnrRetryCount::infinite(), so that it retries receiver-not-ready until they are posted.
   QueuePairSettings queue_pair;
   /// The channel's own timeouts (blocking calls, dropped handles).
   ChannelTimeouts timeouts;
