@@ -1,10 +1,10 @@
 # FindIBVerbs
 # -----------
-# Finds libibverbs (rdma-core) and, when present, librdmacm.
+# Finds libibverbs and librdmacm (rdma-core); both are required.
 #
 # Imported targets:
 #   IBVerbs::IBVerbs   libibverbs (required)
-#   IBVerbs::RDMACM    librdmacm (only if found; not required)
+#   IBVerbs::RDMACM    librdmacm (required: Channel::connect and ChannelListener use it)
 #
 # Result variables:
 #   IBVerbs_FOUND, IBVerbs_VERSION, IBVerbs_INCLUDE_DIR, IBVerbs_LIBRARY,
@@ -51,11 +51,13 @@ endif()
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(
   IBVerbs
-  REQUIRED_VARS IBVerbs_LIBRARY IBVerbs_INCLUDE_DIR
+  REQUIRED_VARS IBVerbs_LIBRARY IBVerbs_INCLUDE_DIR IBVerbs_RDMACM_LIBRARY
+                IBVerbs_RDMACM_INCLUDE_DIR
   VERSION_VAR IBVerbs_VERSION
   HANDLE_COMPONENTS
   REASON_FAILURE_MESSAGE
-    "libibverbs not found: on Debian/Ubuntu install libibverbs-dev (scripts/install-deps does)")
+    "libibverbs or librdmacm not found: on Debian/Ubuntu install libibverbs-dev and librdmacm-dev (scripts/install-deps does)"
+)
 
 if(IBVerbs_FOUND AND NOT TARGET IBVerbs::IBVerbs)
   add_library(IBVerbs::IBVerbs UNKNOWN IMPORTED)

@@ -33,12 +33,17 @@
 
 // Layer 2: channel, a safe point-to-point connection.
 #include "ibv/channel/channel.hpp"
+#include "ibv/channel/channel_timeouts.hpp"
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/received_message.hpp"
 #include "ibv/channel/scope.hpp"
 #include "ibv/channel/wait_mode.hpp"
 #include "ibv/channel/shared_receive_pool.hpp"
+
+// Connection management with rdma_cm: Channel::connect and ChannelListener.
+#include "ibv/cm/channel_listener.hpp"
+#include "ibv/cm/connect_options.hpp"
 
 // Layer 4: network (so far: configuration, launcher ranks, barrier schedules).
 #include "ibv/multi_channel/multi_channel.hpp"

@@ -78,6 +78,9 @@ ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeo
   }
 }
 
+/// The longest a sleeping wait sleeps between looks at a connection monitor.
+constexpr std::chrono::milliseconds kMonitorSlice{10};
+
 template <typename Done>
 bool ChannelCore::wait_until(Clock::time_point deadline, Done&& done) {
   // The clock is read every few dozen empty polls (a poll costs far less than the timeouts'
@@ -89,7 +92,11 @@ bool ChannelCore::wait_until(Clock::time_point deadline, Done&& done) {
                               : std::min(deadline, Clock::now() + wait_mode_.spin_for);
     for (unsigned polls = 1;; ++polls) {
       if (done()) return true;
-      if (polls % kPollsPerClockRead == 0 && Clock::now() >= spin_end) break;
+      if (polls % kPollsPerClockRead == 0) {
+        const auto now = Clock::now();
+        if (now >= spin_end) break;
+        watch(now);
+      }
     }
     if (wait_mode_.strategy == WaitStrategy::spin) return false;
   }
@@ -103,7 +110,12 @@ bool ChannelCore::wait_until(Clock::time_point deadline, Done&& done) {
     if (done()) return true;
     const auto now = Clock::now();
     if (now >= deadline) return false;
-    channel.wait_and_consume(deadline - now);
+    watch(now);
+    // With a connection monitor (rdma_cm), sleep in slices so that a peer's disconnect, which
+    // raises no completion, is still seen within a slice.
+    const auto sleep = monitor_ ? std::min<Clock::duration>(deadline - now, kMonitorSlice)
+                                : Clock::duration(deadline - now);
+    channel.wait_and_consume(sleep);
   }
 }
 
@@ -130,6 +142,20 @@ void ChannelCore::arm_completion_fd() {
 std::size_t ChannelCore::consume_completion_events() {
   (void)completion_fd();
   return cq_.channel()->consume_events();
+}
+
+ChannelCore::~ChannelCore() {
+  if (monitor_) monitor_->disconnect();
+}
+
+void ChannelCore::set_monitor(std::unique_ptr<ConnectionMonitor> monitor) noexcept {
+  monitor_ = std::move(monitor);
+}
+
+void ChannelCore::watch(std::chrono::steady_clock::time_point now) noexcept {
+  if (!monitor_ || now < next_watch_) return;
+  monitor_->poll(qp_.native());
+  next_watch_ = now + std::chrono::milliseconds(1);
 }
 
 ChannelCore::Slot* ChannelCore::find(std::uint64_t wr_id) noexcept {

@@ -41,6 +41,24 @@ inline void apply_inline(SendRequest& request, InlinePolicy policy,
   }
 }
 
+/// Something besides the completion queue that can end a channel's connection: the rdma_cm
+/// connection of a channel made by Channel::connect or ChannelListener::accept. The channel
+/// polls it while it waits, and tells it to disconnect before its queue pair is destroyed.
+class ConnectionMonitor {
+ public:
+  ConnectionMonitor() = default;
+  ConnectionMonitor(const ConnectionMonitor&) = delete;
+  ConnectionMonitor& operator=(const ConnectionMonitor&) = delete;
+  ConnectionMonitor(ConnectionMonitor&&) = delete;
+  ConnectionMonitor& operator=(ConnectionMonitor&&) = delete;
+  virtual ~ConnectionMonitor() = default;
+  /// Looks for connection events without blocking; when the peer has disconnected, moves `qp`
+  /// to the error state so that its outstanding requests are flushed.
+  virtual void poll(ibv_qp* qp) noexcept = 0;
+  /// Starts the disconnection (the channel is being destroyed); must not block.
+  virtual void disconnect() noexcept = 0;
+};
+
 class ChannelCore {
  public:
   /// The bit set in every wr_id of a channel on a shared receive queue, telling its own
@@ -51,6 +69,15 @@ class ChannelCore {
   /// Throws ibv::Error (invalid_argument) when `wait` sleeps and `cq` has no completion channel.
   ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait,
               std::optional<SharedReceivePool> pool);
+  ChannelCore(const ChannelCore&) = delete;
+  ChannelCore& operator=(const ChannelCore&) = delete;
+  ChannelCore(ChannelCore&&) = delete;
+  ChannelCore& operator=(ChannelCore&&) = delete;
+  /// Disconnects the monitor's connection (if any) before the queue pair is destroyed.
+  ~ChannelCore();
+
+  /// Lets the channel watch (and on destruction disconnect) a connection besides its CQ.
+  void set_monitor(std::unique_ptr<ConnectionMonitor> monitor) noexcept;
 
   /// Posts the send-queue request `make(wr_id)` builds, under a fresh wr_id, after checking it
   /// (QueuePair::check: bad input throws before anything waits or is posted, and leaves the
@@ -165,7 +192,12 @@ class ChannelCore {
   void keep_shared(const WorkCompletion& completion);
   /// take() that also says whether `wr_id` is still tracked (false: handed out, or unknown).
   std::optional<WorkCompletion> try_take(std::uint64_t wr_id, bool& tracked);
+  /// Polls the monitor, at most once a millisecond, while a wait goes on (`now`: its clock).
+  void watch(std::chrono::steady_clock::time_point now) noexcept;
 
+  // Declared before the queue pair: destroyed after it (the rdma_cm id outlives the QP).
+  std::unique_ptr<ConnectionMonitor> monitor_;
+  std::chrono::steady_clock::time_point next_watch_{};
   QueuePair qp_;
   CompletionQueue cq_;
   ChannelTimeouts timeouts_;

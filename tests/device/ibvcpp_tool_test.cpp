@@ -1,7 +1,8 @@
 // The ibvcpp command-line tool (tools/ibvcpp) on a real device: its errors and exit statuses
 // (unknown device 3, no server 4, TCP port in use 4, a size over the limit 2, settings that
 // differ 2 on both sides), `devices`, and a short real run of each of the six perf tests,
-// server and client on the test device over 127.0.0.1, with the JSON report checked.
+// server and client on the test device over 127.0.0.1, with the JSON report checked, and a
+// run with -R (queue pairs connected by rdma_cm at IBV_TEST_IP).
 //
 // The binary is looked up next to this test binary (build/<preset>/bin); the tests skip when it
 // was not built (IBV_BUILD_TOOLS=OFF). Every process runs under a hard timeout.
@@ -272,6 +273,47 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<RunCase>& test) {
       return test.param.verb + "_" + test.param.measure;
     });
+
+// --- -R: the queue pairs connected with rdma_cm ----------------------------------------------
+
+TEST_F(IbvcppTool, RdmaCmConnectsTheQueuePairs) {
+  const char* ip = std::getenv("IBV_TEST_IP");
+  ASSERT_TRUE(ip != nullptr && *ip != '\0') << "IBV_TEST_IP is not set (the testbed sets it)";
+  struct Case {
+    std::vector<std::string> test;
+    std::vector<std::string> options;
+    int qps;
+    std::uint16_t port;
+  };
+  // One run, with two queue pairs (each connected by its own rdma_cm request); the other tests'
+  // code paths after the connection are the same with and without -R.
+  for (const Case& run : {Case{{"write", "bw"}, {"-s", "4096", "-q", "2"}, 2, 18661}}) {
+    std::vector<std::string> argv{tool_.string(), "perf"};
+    argv.insert(argv.end(), run.test.begin(), run.test.end());
+    argv.insert(argv.end(),
+                {"-d", device_, "-p", std::to_string(run.port), "-R", "-n", "50", "--json"});
+    argv.insert(argv.end(), run.options.begin(), run.options.end());
+    auto server = start_server(argv, run.port);
+    argv.emplace_back(ip);
+    Tool client(argv, logs_.path(), "client");
+    const auto client_status = client.wait();
+    const auto server_status = server->wait();
+    const std::string both =
+        "---- server ----\n" + server->describe() + "---- client ----\n" + client.describe();
+    ASSERT_EQ(client_status, 0) << both;
+    ASSERT_EQ(server_status, 0) << both;
+    for (auto* side : {&client, server.get()}) {
+      nlohmann::json doc;
+      ASSERT_NO_THROW(doc = nlohmann::json::parse(side->out())) << both;
+      EXPECT_EQ(doc.at("test"), run.test[0] + "_" + run.test[1]) << both;
+      EXPECT_EQ(doc.at("qps"), run.qps) << both;
+      EXPECT_EQ(doc.at("device"), device_) << both;
+      EXPECT_EQ(std::to_string(doc.at("gid_index").get<int>()), gid_index_) << both;
+      ASSERT_EQ(doc.at("results").size(), 1U) << both;
+      EXPECT_EQ(doc.at("results")[0].at("iterations"), 50 * run.qps) << both;  // all QPs
+    }
+  }
+}
 
 }  // namespace
 }  // namespace ibv::test

@@ -298,3 +298,18 @@ TEST(IbvcppOptions, RejectsNumbersOutOfRange) {
 }
 
 }  // namespace
+
+// --- -R (rdma_cm) ----------------------------------------------------------------------------
+
+namespace {
+
+TEST(IbvcppOptions, RdmaCmFlag) {
+  EXPECT_FALSE(perf({"perf", "write", "bw"}).rdma_cm);
+  EXPECT_TRUE(perf({"perf", "write", "bw", "-R"}).rdma_cm);
+  EXPECT_TRUE(perf({"perf", "send", "lat", "--rdma_cm", "10.0.0.1"}).rdma_cm);
+  // rdma_cm chooses the GID and the path MTU: -x and -m can not be applied.
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-R", "-x", "1"}), "-x"));
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-R", "-m", "1024"}), "-m"));
+}
+
+}  // namespace

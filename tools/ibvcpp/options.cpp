@@ -33,6 +33,7 @@ enum class Opt : std::uint8_t {
   inline_size,
   report_gbits,
   timeout,
+  rdma_cm,
 };
 
 struct OptionSpec {
@@ -42,7 +43,7 @@ struct OptionSpec {
   bool takes_value;
 };
 
-constexpr std::array<OptionSpec, 19> kOptions{{
+constexpr std::array<OptionSpec, 20> kOptions{{
     {Opt::help, 'h', "help", false},
     {Opt::verbose, 'v', "verbose", false},
     {Opt::json, '\0', "json", false},
@@ -62,6 +63,7 @@ constexpr std::array<OptionSpec, 19> kOptions{{
     {Opt::report_gbits, '\0', "report_gbits", false},
     {Opt::report_gbits, '\0', "report-gbits", false},
     {Opt::timeout, '\0', "timeout", true},
+    {Opt::rdma_cm, 'R', "rdma_cm", false},
 }};
 
 /// One option as it appeared, with its value (if it takes one).
@@ -280,6 +282,7 @@ void apply_perf_option(PerfOptions& options, const ParsedOption& option,
     case Opt::timeout:
       options.timeout = std::chrono::seconds(parse_number(option, 1, 86400));
       break;
+    case Opt::rdma_cm: options.rdma_cm = true; break;
     case Opt::help:
     case Opt::verbose:
       throw UsageError("option " + option.spelling + " does not apply to 'ibvcpp perf'");
@@ -325,6 +328,12 @@ PerfOptions parse_perf(const SplitArguments& split) {
   }
   if (!tx_depth_given) options.tx_depth = bw ? 128 : 1;
   options.tx_depth = std::min(options.tx_depth, options.iterations);  // as perftest
+  if (options.rdma_cm && options.gid_index) {
+    throw UsageError("-x can not be used with -R: rdma_cm chooses the GID of the address");
+  }
+  if (options.rdma_cm && options.mtu) {
+    throw UsageError("-m can not be used with -R: rdma_cm chooses the path MTU");
+  }
   if (!bw && options.qps > 1) {
     throw UsageError("-q " + std::to_string(options.qps) +
                      ": latency tests run on one queue pair (-q is for bw tests)");
@@ -442,6 +451,9 @@ std::string perf_usage() {
          "      --json                 one JSON document on stdout instead of the tables\n"
          "      --timeout=<seconds>    wait at most this long for a client, and for a silent\n"
          "                             peer during the test (default 30)\n"
+         "  -R, --rdma_cm              connect the queue pairs with rdma_cm (at <server>, an IP\n"
+         "                             address, on the rdma_cm port -p) instead of exchanging\n"
+         "                             endpoints over TCP; -x and -m do not apply\n"
          "  -h, --help                 this text\n"
          "\n"
          "Exit status: 0 ok, 1 the test failed at run time, 2 usage error or settings that\n"

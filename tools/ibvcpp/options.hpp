@@ -68,6 +68,9 @@ struct PerfOptions {
   bool report_gbits = false;
   bool json = false;
   std::chrono::seconds timeout{30};
+  /// -R: the queue pairs are connected with rdma_cm (Channel::connect / ChannelListener on the
+  /// same port number, in rdma_cm's port space) instead of the endpoint exchange.
+  bool rdma_cm = false;
 
   [[nodiscard]] bool is_client() const noexcept { return server.has_value(); }
   [[nodiscard]] std::uint64_t max_size() const noexcept;

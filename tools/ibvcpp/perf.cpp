@@ -129,7 +129,8 @@ RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uin
   info.device = device.context.name();
   info.ib_port = options.ib_port;
   info.link_layer = device.port.link_layer == ibv::LinkLayer::ethernet ? "Ethernet" : "IB";
-  info.mtu = mtu;
+  // With -R rdma_cm chose the path MTU.
+  info.mtu = options.rdma_cm ? qps.front().channel->queue_pair().settings().mtu->bytes() : mtu;
   if (device.gid_index) info.gid_index = qps.front().channel->queue_pair().gid_index();
   info.qps = options.qps;
   info.iterations = options.iterations;
@@ -144,6 +145,33 @@ RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uin
   info.outstanding_reads = options.test.verb == Verb::read ? read_depth(device.attributes) : 0;
   info.report_gbits = options.report_gbits;
   return info;
+}
+
+/// -R: the settings of a queue pair connected with rdma_cm (which chooses the GID and the path
+/// MTU), in the session's protection domain (so -d must name the device the address is on).
+ibv::ConnectOptions cm_options(const PerfOptions& options, const DeviceSetup& device,
+                               const ibv::ProtectionDomain& pd) {
+  ibv::ConnectOptions cm;
+  cm.queue_pair = queue_pair_settings(options, device, device.mtu);
+  cm.queue_pair.gid_index.reset();
+  cm.queue_pair.mtu.reset();
+  cm.timeouts = {.operation = options.timeout, .drop = std::chrono::seconds(1)};
+  cm.protection_domain = pd;
+  cm.connect_timeout = options.timeout;
+  return cm;
+}
+
+/// -R: connects `slot`'s channel, the client to the server's address, the server by accepting
+/// (in the order the client connects); returns its endpoint, which is then only reported.
+ibv::Endpoint connect_with_rdma_cm(engine::QueuePairSlot& slot, const PerfOptions& options,
+                                   const DeviceSetup& device, const ibv::ProtectionDomain& pd,
+                                   std::optional<ibv::ChannelListener>& listener) {
+  slot.channel.emplace(in_phase(ExitCode::connection, [&] {
+    return options.is_client() ? ibv::Channel::connect(*options.server, options.tcp_port,
+                                                       cm_options(options, device, pd))
+                               : listener->accept(options.timeout);
+  }));
+  return slot.channel->queue_pair().local_endpoint();
 }
 
 void print(const std::string& text) {
@@ -178,6 +206,17 @@ int run_perf(const PerfOptions& options) {
   const bool client = options.is_client();
   const DeviceSetup device = open_checked_device(options);
 
+  const ibv::ProtectionDomain pd =
+      in_phase(ExitCode::device, [&] { return ibv::ProtectionDomain(device.context); });
+  // -R: the server listens with rdma_cm before it accepts the TCP connection, so that the
+  // client's rdma_cm requests find a listener once the settings agree.
+  std::optional<ibv::ChannelListener> cm_listener;
+  if (options.rdma_cm && !client) {
+    in_phase(ExitCode::connection, [&] {
+      cm_listener.emplace("0.0.0.0", options.tcp_port, cm_options(options, device, pd));
+    });
+  }
+
   // The TCP connection: the server listens (a port in use fails here), the client dials.
   std::optional<Connection> connection;
   if (client) {
@@ -206,7 +245,6 @@ int run_perf(const PerfOptions& options) {
   std::vector<engine::QueuePairSlot> qps;
   std::vector<QpAddress> addresses;
   in_phase(ExitCode::device, [&] {
-    const ibv::ProtectionDomain pd(device.context);
     const ibv::ChannelBuilder builder =
         ibv::ChannelBuilder(pd)
             .queue_pair(queue_pair_settings(options, device, mtu))
@@ -216,10 +254,12 @@ int run_perf(const PerfOptions& options) {
       auto& slot = qps.emplace_back(options.max_size());
       slot.mr.emplace(pd.register_remote_accessible(
           slot.buffer.bytes(), ibv::RemoteAccess::write() | ibv::RemoteAccess::read()));
-      slot.prepared.emplace(builder.build());
+      const ibv::Endpoint endpoint =
+          options.rdma_cm ? connect_with_rdma_cm(slot, options, device, pd, cm_listener)
+                          : slot.prepared.emplace(builder.build()).endpoint();
       const ibv::RemoteMemoryRegion whole = slot.mr->remote();
-      addresses.push_back({slot.prepared->endpoint(), whole.sub_region(slot.half, slot.half),
-                           whole.sub_region(0, slot.half)});
+      addresses.push_back(
+          {endpoint, whole.sub_region(slot.half, slot.half), whole.sub_region(0, slot.half)});
     }
   });
 
@@ -231,6 +271,7 @@ int run_perf(const PerfOptions& options) {
   in_phase(ExitCode::device, [&] {
     for (std::size_t i = 0; i < qps.size(); ++i) {
       qps[i].peer = peer_addresses[i];
+      if (options.rdma_cm) continue;  // connected by rdma_cm already
       qps[i].channel.emplace(std::move(*qps[i].prepared).handshake(peer_addresses[i].endpoint));
       qps[i].prepared.reset();
     }

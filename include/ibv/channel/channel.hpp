@@ -9,9 +9,11 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
+#include "ibv/channel/channel_timeouts.hpp"
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/received_message.hpp"
@@ -19,6 +21,7 @@
 #include "ibv/channel/wait_mode.hpp"
 #include "ibv/verbs/completion_channel.hpp"
 #include "ibv/channel/shared_receive_pool.hpp"
+#include "ibv/cm/connect_options.hpp"
 #include "ibv/verbs/endpoint.hpp"
 #include "ibv/verbs/protection_domain.hpp"
 #include "ibv/verbs/queue_pair.hpp"
@@ -30,15 +33,11 @@ namespace ibv {
 
 class PreparedChannel;
 class Channel;
+class ChannelListener;
 
-/// How long the Channel's waits may take, unless a call says otherwise.
-struct ChannelTimeouts {
-  /// Blocking calls without a timeout of their own, PendingWork::wait(), and a scope's drain.
-  std::chrono::milliseconds operation{10'000};
-  /// How long a PendingWork destroyed unpolled waits for its completion before it gives up
-  /// and logs.
-  std::chrono::milliseconds drop{10'000};
-};
+namespace detail {
+struct ChannelAccess;  // src/cm: builds channels whose queue pair rdma_cm connects
+}  // namespace detail
 
 /// Settings of a Channel: the queue pair's (every knob of QueuePairBuilder), the completion
 /// queue's size, the timeouts and the wait mode (with its completion channel). The completion queue
@@ -111,6 +110,7 @@ class PreparedChannel {
   [[nodiscard]] Channel handshake(const Endpoint& remote) &&;
 
  private:
+  friend struct detail::ChannelAccess;
   PreparedQueuePair qp_;
   CompletionQueue cq_;
   ChannelTimeouts timeouts_;
@@ -191,6 +191,27 @@ class Channel {
   /// channel, or when `pool` is not the SharedReceivePool whose queue `qp` was built on.
   Channel(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait = {},
           std::optional<SharedReceivePool> pool = std::nullopt);
+
+  /// Connects to a ChannelListener (or any rdma_cm server, e.g. rdma-core's rping or
+  /// ucmatose) at an IPv4 or IPv6 address and port, instead of exchanging endpoints out of
+  /// band. rdma_cm resolves the address to the local device, port and GID (RoCE v2 on
+  /// Ethernet) and does the connection handshake; the queue pair, completion queue and
+  /// protection domain are this library's own (see ibv/cm/connect_options.hpp for how, and
+  /// for the options). Every wait is bounded by the options' timeouts.
+  ///
+  /// Throws ibv::Error: invalid_argument for a bad address string, port 0, a timeout that is
+  /// not positive or a gid_index in the settings (checked before anything is created), and for
+  /// a protection domain on another device than the address resolves to; timeout when address
+  /// or route resolution or the peer's answer takes longer than its timeout; connection when
+  /// the address can not be reached through an RDMA device, no one listens on the port, or the
+  /// server rejects the connection (the message says which, with the reject reason).
+  ///
+  /// The channel keeps the rdma_cm connection: destroying it disconnects (the peer sees
+  /// RDMA_CM_EVENT_DISCONNECTED), and when the peer disconnects first, the channel's queue
+  /// pair is moved to the error state the next time the channel waits, so that outstanding and
+  /// later requests fail (flushed) instead of waiting for their timeout.
+  [[nodiscard]] static Channel connect(std::string_view address, std::uint16_t port,
+                                       const ConnectOptions& options = {});
 
   // Blocking: post one request and wait for it (default: the channel's operation timeout).
   WorkCompletion send(std::span<const GatherElement> data, Timeout timeout = {});
@@ -309,6 +330,9 @@ class Channel {
   [[nodiscard]] std::uint64_t inline_posts() const noexcept;
 
  private:
+  friend struct detail::ChannelAccess;
+  explicit Channel(std::shared_ptr<detail::ChannelCore> core) noexcept;
+
   std::shared_ptr<detail::ChannelCore> core_;
 };
 

@@ -171,6 +171,13 @@ class PreparedQueuePair {
   /// with a hint (on RoCE, EINVAL at RTR is nearly always the GID index or the remote GID).
   [[nodiscard]] QueuePair handshake(const Endpoint& remote) &&;
 
+  /// For connection managers that drive INIT -> RTR -> RTS themselves (ibv/cm, with
+  /// rdma_cm's attributes): gives up what the queue pair owns; QueuePair(core, remote) wraps
+  /// it once it is connected. The PreparedQueuePair is empty afterwards.
+  [[nodiscard]] std::unique_ptr<detail::QueuePairCore> release() && noexcept {
+    return std::move(core_);
+  }
+
  private:
   std::unique_ptr<detail::QueuePairCore> core_;
 };

@@ -1,0 +1,84 @@
+// Address parsing and option checks of the rdma_cm layer (pure: no device, no rdma_cm call).
+#include "cm/address.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <array>
+#include <cstring>
+
+#include "ibv/verbs/error.hpp"
+
+namespace ibv::detail {
+
+bool is_any_address(std::string_view address) noexcept {
+  return address.empty() || address == "0.0.0.0" || address == "::" || address == "*";
+}
+
+SocketAddress parse_address(std::string_view address, std::uint16_t port,
+                            std::string_view operation, bool allow_any) {
+  SocketAddress result;
+  const std::string text(address);
+  if (allow_any && (address.empty() || address == "*")) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&result.storage);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(port);
+    in->sin_addr.s_addr = htonl(INADDR_ANY);
+    result.text = "0.0.0.0:" + std::to_string(port);
+    return result;
+  }
+  if (text.empty() || text.find('\0') != std::string::npos) {
+    throw_invalid_argument(operation, "address \"" + text + "\"",
+                           "is empty: give the server's IPv4 or IPv6 address, e.g. 10.0.0.1");
+  }
+  auto* in4 = reinterpret_cast<sockaddr_in*>(&result.storage);
+  if (::inet_pton(AF_INET, text.c_str(), &in4->sin_addr) == 1) {
+    in4->sin_family = AF_INET;
+    in4->sin_port = htons(port);
+    result.text = text + ":" + std::to_string(port);
+    return result;
+  }
+  // "[::1]" is accepted as well as "::1".
+  std::string v6 = text;
+  if (v6.size() > 2 && v6.front() == '[' && v6.back() == ']') v6 = v6.substr(1, v6.size() - 2);
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&result.storage);
+  if (::inet_pton(AF_INET6, v6.c_str(), &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons(port);
+    result.text = "[" + v6 + "]:" + std::to_string(port);
+    return result;
+  }
+  throw_invalid_argument(operation, "address \"" + text + "\"",
+                         "is not an IPv4 or IPv6 address literal (e.g. 10.0.0.1 or fe80::1; "
+                         "host names are not resolved, and the port is a separate argument)");
+}
+
+void check_positive(std::chrono::milliseconds timeout, std::string_view what,
+                    std::string_view operation) {
+  if (timeout.count() <= 0) {
+    throw_invalid_argument(operation,
+                           std::string(what) + " " + std::to_string(timeout.count()) + " ms",
+                           "is not positive");
+  }
+}
+
+void check_options(const ConnectOptions& options, std::string_view operation) {
+  check_positive(options.address_timeout, "address_timeout", operation);
+  check_positive(options.route_timeout, "route_timeout", operation);
+  check_positive(options.connect_timeout, "connect_timeout", operation);
+  check_positive(options.timeouts.operation, "timeouts.operation", operation);
+  check_positive(options.timeouts.drop, "timeouts.drop", operation);
+  if (options.queue_pair.gid_index) {
+    throw_invalid_argument(operation,
+                           "queue_pair.gid_index " + std::to_string(*options.queue_pair.gid_index),
+                           "is set, but with rdma_cm the GID comes from the address: leave it "
+                           "unset (rdma_cm picks the RoCE v2 entry of the address's netdev)");
+  }
+  if (options.completion_queue_size && *options.completion_queue_size <= 0) {
+    throw_invalid_argument(
+        operation, "completion_queue_size " + std::to_string(*options.completion_queue_size),
+        "is not positive");
+  }
+}
+
+}  // namespace ibv::detail

@@ -1,0 +1,104 @@
+// Unit tests of the rdma_cm layer's pure checks: IP address literals and ConnectOptions, which
+// Channel::connect and ChannelListener reject before they create anything.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <gtest/gtest.h>
+
+#include "cm/address.hpp"
+#include "ibv/verbs/error.hpp"
+
+namespace ibv::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+ErrorKind kind_of(auto&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.kind();
+  }
+  return ErrorKind::unsupported;  // "did not throw"
+}
+
+TEST(CmAddress, ParsesIpv4WithThePort) {
+  auto address = parse_address("10.0.0.1", 7471, "test", false);
+  const auto* in = reinterpret_cast<const sockaddr_in*>(&address.storage);
+  EXPECT_EQ(in->sin_family, AF_INET);
+  EXPECT_EQ(ntohs(in->sin_port), 7471);
+  EXPECT_EQ(ntohl(in->sin_addr.s_addr), 0x0A000001U);
+  EXPECT_EQ(address.text, "10.0.0.1:7471");
+}
+
+TEST(CmAddress, ParsesIpv6WithOrWithoutBrackets) {
+  for (const char* text : {"fe80::1", "[fe80::1]"}) {
+    auto address = parse_address(text, 1, "test", false);
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&address.storage);
+    EXPECT_EQ(in6->sin6_family, AF_INET6) << text;
+    EXPECT_EQ(ntohs(in6->sin6_port), 1) << text;
+    EXPECT_EQ(address.text, "[fe80::1]:1") << text;
+  }
+}
+
+TEST(CmAddress, RejectsNamesAndMalformedAddresses) {
+  for (const char* text : {"", "server.example", "10.0.0", "10.0.0.256", "10.0.0.1:7471",
+                           " 10.0.0.1", "[10.0.0.1]", "fe80::1::2", "[]", "*"}) {
+    EXPECT_EQ(kind_of([&] { (void)parse_address(text, 1, "test", false); }),
+              ErrorKind::invalid_argument)
+        << '"' << text << '"';
+  }
+  try {
+    (void)parse_address("server.example", 1, "Channel::connect", false);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("server.example"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not resolved"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CmAddress, ListenersTakeTheWildcards) {
+  for (const char* text : {"", "*", "0.0.0.0"}) {
+    auto address = parse_address(text, 0, "test", true);
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address.storage);
+    EXPECT_EQ(in->sin_family, AF_INET) << text;
+    EXPECT_EQ(in->sin_addr.s_addr, htonl(INADDR_ANY)) << text;
+    EXPECT_TRUE(is_any_address(text)) << text;
+  }
+  EXPECT_EQ(parse_address("::", 0, "test", true).storage.ss_family, AF_INET6);
+  EXPECT_FALSE(is_any_address("10.0.0.1"));
+}
+
+TEST(CmOptions, DefaultsPass) { EXPECT_NO_THROW(check_options(ConnectOptions{}, "test")); }
+
+TEST(CmOptions, EveryTimeoutMustBePositive) {
+  using Field = std::chrono::milliseconds ConnectOptions::*;
+  for (Field field : {&ConnectOptions::address_timeout, &ConnectOptions::route_timeout,
+                      &ConnectOptions::connect_timeout}) {
+    for (auto value : {0ms, -5ms}) {
+      ConnectOptions options;
+      options.*field = value;
+      EXPECT_EQ(kind_of([&] { check_options(options, "test"); }), ErrorKind::invalid_argument);
+    }
+  }
+  ConnectOptions options;
+  options.timeouts.operation = 0ms;
+  EXPECT_EQ(kind_of([&] { check_options(options, "test"); }), ErrorKind::invalid_argument);
+  options = {};
+  options.timeouts.drop = -1ms;
+  EXPECT_EQ(kind_of([&] { check_options(options, "test"); }), ErrorKind::invalid_argument);
+  EXPECT_EQ(kind_of([] { check_positive(0ms, "timeout", "test"); }), ErrorKind::invalid_argument);
+}
+
+TEST(CmOptions, GidIndexAndCompletionQueueSize) {
+  ConnectOptions options;
+  options.queue_pair.gid_index = 1;
+  EXPECT_EQ(kind_of([&] { check_options(options, "test"); }), ErrorKind::invalid_argument);
+  options = {};
+  options.completion_queue_size = 0;
+  EXPECT_EQ(kind_of([&] { check_options(options, "test"); }), ErrorKind::invalid_argument);
+  options.completion_queue_size = 512;
+  EXPECT_NO_THROW(check_options(options, "test"));
+}
+
+}  // namespace
+}  // namespace ibv::detail
