@@ -5,6 +5,7 @@
 
 // Layer 1: verbs, a thin RAII layer over libibverbs.
 #include "ibv/verbs/access.hpp"
+#include "ibv/verbs/completion_channel.hpp"
 #include "ibv/verbs/completion_queue.hpp"
 #include "ibv/verbs/context.hpp"
 #include "ibv/verbs/device.hpp"
@@ -27,6 +28,7 @@
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/scope.hpp"
+#include "ibv/channel/wait_mode.hpp"
 
 // Layer 4: network (so far: configuration, launcher ranks, barrier schedules).
 #include "ibv/multi_channel/multi_channel.hpp"

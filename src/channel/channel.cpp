@@ -36,6 +36,16 @@ ChannelBuilder& ChannelBuilder::completion_queue_size(int entries) noexcept {
   return *this;
 }
 
+ChannelBuilder& ChannelBuilder::wait_mode(const WaitMode& mode) noexcept {
+  wait_ = mode;
+  return *this;
+}
+
+ChannelBuilder& ChannelBuilder::completion_channel(const CompletionChannel& channel) {
+  channel_ = channel;
+  return *this;
+}
+
 PreparedChannel ChannelBuilder::build() const {
   constexpr std::string_view kOperation = "ChannelBuilder::build";
   if (timeouts_.operation.count() <= 0) {
@@ -48,8 +58,28 @@ PreparedChannel ChannelBuilder::build() const {
                            "timeouts.drop " + std::to_string(timeouts_.drop.count()) + " ms",
                            "is not positive");
   }
+  switch (wait_.strategy) {
+    case WaitStrategy::spin:
+    case WaitStrategy::block: break;
+    case WaitStrategy::spin_then_block:
+      if (wait_.spin_for.count() <= 0) {
+        throw_invalid_argument(
+            kOperation, "wait_mode.spin_for " + std::to_string(wait_.spin_for.count()) + " us",
+            "is not positive (spin_then_block spins that long before it sleeps)");
+      }
+      break;
+    default:
+      throw_invalid_argument(
+          kOperation, "wait_mode.strategy " + std::to_string(static_cast<unsigned>(wait_.strategy)),
+          "is not a WaitStrategy");
+  }
   // Every queue pair setting is checked against the device before anything is created.
   const Context& context = pd_.context();
+  if (channel_ && channel_->context().native() != context.native()) {
+    throw_invalid_argument(
+        kOperation, "completion_channel",
+        "is on another device context than the protection domain (" + context.name() + ")");
+  }
   const auto resolved = detail::resolve_queue_pair(context, qp_, kOperation);
   // One CQ for both queues, with room for every request that can be in flight at once.
   const auto entries = std::uint64_t{qp_.max_send_wr.value()} + qp_.max_recv_wr.value();
@@ -68,26 +98,39 @@ PreparedChannel ChannelBuilder::build() const {
                            "exceeds the device's max_cqe of " + std::to_string(max_cqe) +
                                ": the channel's completion queue must hold both queues");
   }
-  CompletionQueue cq(context, cq_size_.value_or(static_cast<int>(entries)));
+  const int cq_entries = cq_size_.value_or(static_cast<int>(entries));
+  std::optional<CompletionChannel> channel = channel_;
+  if (!channel && wait_.sleeps()) channel.emplace(context);
+  CompletionQueue cq = channel ? CompletionQueue(context, cq_entries, *channel)
+                               : CompletionQueue(context, cq_entries);
   PreparedQueuePair qp = QueuePairBuilder(pd_, cq, cq).settings(resolved.settings).build();
-  return {std::move(qp), std::move(cq), timeouts_};
+  return {std::move(qp), std::move(cq), timeouts_, wait_};
 }
 
-PreparedChannel::PreparedChannel(PreparedQueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts)
-    : qp_(std::move(qp)), cq_(std::move(cq)), timeouts_(timeouts) {}
+PreparedChannel::PreparedChannel(PreparedQueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts,
+                                 WaitMode wait)
+    : qp_(std::move(qp)), cq_(std::move(cq)), timeouts_(timeouts), wait_(wait) {}
 
 Channel PreparedChannel::handshake(const Endpoint& remote) && {
-  return {std::move(qp_).handshake(remote), std::move(cq_), timeouts_};
+  return {std::move(qp_).handshake(remote), std::move(cq_), timeouts_, wait_};
 }
 
-Channel::Channel(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts)
-    : core_(std::make_shared<detail::ChannelCore>(std::move(qp), std::move(cq), timeouts)) {}
+Channel::Channel(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait)
+    : core_(std::make_shared<detail::ChannelCore>(std::move(qp), std::move(cq), timeouts, wait)) {}
 
 const QueuePair& Channel::queue_pair() const noexcept { return core_->queue_pair(); }
 const ProtectionDomain& Channel::protection_domain() const noexcept {
   return core_->queue_pair().protection_domain();
 }
 const ChannelTimeouts& Channel::timeouts() const noexcept { return core_->timeouts(); }
+const WaitMode& Channel::wait_mode() const noexcept { return core_->wait_mode(); }
+const std::optional<CompletionChannel>& Channel::completion_channel() const noexcept {
+  return core_->completion_queue().channel();
+}
+
+int Channel::completion_fd() const { return core_->completion_fd(); }
+void Channel::arm_completion_fd() { core_->arm_completion_fd(); }
+std::size_t Channel::consume_completion_events() { return core_->consume_completion_events(); }
 
 namespace {
 

@@ -1,5 +1,5 @@
-// ChannelCore: completion caching, send-queue accounting with unsignaled requests, and
-// orphaned requests.
+// ChannelCore: completion caching, send-queue accounting with unsignaled requests, orphaned
+// requests, and waiting by spinning or sleeping on the completion channel.
 #include "channel/channel_core.hpp"
 
 #include <algorithm>
@@ -47,13 +47,73 @@ std::size_t ring_size(const QueuePairSettings& settings) {
 
 }  // namespace
 
-ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts)
+ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait)
     : qp_(std::move(qp)),
       cq_(std::move(cq)),
       timeouts_(timeouts),
+      wait_mode_(wait),
       slots_(ring_size(qp_.settings())),
       slot_mask_(slots_.size() - 1),
-      send_queue_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)) {}
+      send_queue_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)) {
+  if (wait_mode_.sleeps() && !cq_.channel()) {
+    throw_invalid_argument("Channel", "wait mode " + std::string(to_string(wait_mode_.strategy)),
+                           "sleeps on a completion channel, and the completion queue has none");
+  }
+}
+
+template <typename Done>
+bool ChannelCore::wait_until(Clock::time_point deadline, Done&& done) {
+  // The clock is read every few dozen empty polls (a poll costs far less than the timeouts'
+  // millisecond granularity).
+  constexpr unsigned kPollsPerClockRead = 32;
+  if (wait_mode_.strategy != WaitStrategy::block) {
+    const auto spin_end = wait_mode_.strategy == WaitStrategy::spin
+                              ? deadline
+                              : std::min(deadline, Clock::now() + wait_mode_.spin_for);
+    for (unsigned polls = 1;; ++polls) {
+      if (done()) return true;
+      if (polls % kPollsPerClockRead == 0 && Clock::now() >= spin_end) break;
+    }
+    if (wait_mode_.strategy == WaitStrategy::spin) return false;
+  }
+  // Sleeping, race-free: a completion that arrives after arming raises an event; one that
+  // arrived before is found by the drain and the check after it.
+  const CompletionChannel& channel = *cq_.channel();
+  for (;;) {
+    if (done()) return true;
+    cq_.request_notification();
+    drain();
+    if (done()) return true;
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    channel.wait_and_consume(deadline - now);
+  }
+}
+
+void ChannelCore::drain() {
+  while (poll_once() == batch_.size()) {
+  }
+}
+
+int ChannelCore::completion_fd() const {
+  if (!cq_.channel()) {
+    throw Error(ErrorKind::state, "Channel::completion_fd", EINVAL,
+                "the channel has no completion channel",
+                "build it with a WaitMode that blocks, or give the builder a CompletionChannel");
+  }
+  return cq_.channel()->fd();
+}
+
+void ChannelCore::arm_completion_fd() {
+  (void)completion_fd();  // throws without a channel
+  cq_.request_notification();
+  drain();
+}
+
+std::size_t ChannelCore::consume_completion_events() {
+  (void)completion_fd();
+  return cq_.channel()->consume_events();
+}
 
 ChannelCore::Slot* ChannelCore::find(std::uint64_t wr_id) noexcept {
   Slot& slot = slots_[wr_id & slot_mask_];
@@ -141,18 +201,21 @@ void ChannelCore::wait_for_room(Queue queue) {
   if (in_flight() < capacity) return;
   // A full send queue holds a signaled request (must_signal() sees to it): its completion
   // retires those before it and makes room.
-  const auto deadline = std::chrono::steady_clock::now() + timeouts_.operation;
-  while (in_flight() >= capacity) {
-    if (poll_once() == 0 && std::chrono::steady_clock::now() > deadline) {
-      throw Error(ErrorKind::timeout, send ? "Channel::post (send queue)" : "Channel::post_receive",
-                  ETIMEDOUT,
-                  std::string(send ? "the send queue" : "the receive queue") + " is full (" +
-                      std::to_string(capacity) + " requests in flight) and none completed within " +
-                      std::to_string(timeouts_.operation.count()) + " ms",
-                  send ? "the peer is not acknowledging: is it alive and connected?"
-                       : "no messages arrive to complete posted receives; build the channel "
-                         "with a larger max_recv_wr or post fewer receives ahead");
-    }
+  const auto deadline = Clock::now() + timeouts_.operation;
+  const bool room = wait_until(deadline, [&] {
+    if (in_flight() < capacity) return true;
+    poll_once();
+    return in_flight() < capacity;
+  });
+  if (!room) {
+    throw Error(ErrorKind::timeout, send ? "Channel::post (send queue)" : "Channel::post_receive",
+                ETIMEDOUT,
+                std::string(send ? "the send queue" : "the receive queue") + " is full (" +
+                    std::to_string(capacity) + " requests in flight) and none completed within " +
+                    std::to_string(timeouts_.operation.count()) + " ms",
+                send ? "the peer is not acknowledging: is it alive and connected?"
+                     : "no messages arrive to complete posted receives; build the channel "
+                       "with a larger max_recv_wr or post fewer receives ahead");
   }
 }
 
@@ -257,17 +320,12 @@ std::optional<WorkCompletion> ChannelCore::wait(std::uint64_t wr_id,
   bool tracked = false;
   if (auto completion = try_take(wr_id, tracked)) return completion;
   if (!tracked || timeout <= std::chrono::nanoseconds::zero()) return std::nullopt;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  // The clock is read every few dozen empty polls (a poll costs far less than the timeouts'
-  // millisecond granularity).
-  constexpr unsigned kPollsPerClockRead = 32;
-  for (unsigned polls = 1;; ++polls) {
-    if (auto completion = try_take(wr_id, tracked)) return completion;
-    if (!tracked) return std::nullopt;
-    if (polls % kPollsPerClockRead == 0 && std::chrono::steady_clock::now() >= deadline) {
-      return std::nullopt;
-    }
-  }
+  std::optional<WorkCompletion> completion;
+  wait_until(Clock::now() + timeout, [&] {
+    completion = try_take(wr_id, tracked);
+    return completion.has_value() || !tracked;
+  });
+  return completion;
 }
 
 void ChannelCore::orphan(std::uint64_t wr_id) {

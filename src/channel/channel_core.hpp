@@ -15,6 +15,7 @@
 
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/post_options.hpp"
+#include "ibv/channel/wait_mode.hpp"
 #include "ibv/verbs/completion_queue.hpp"
 #include "ibv/verbs/queue_pair.hpp"
 #include "ibv/verbs/work_request.hpp"
@@ -23,7 +24,8 @@ namespace ibv::detail {
 
 class ChannelCore {
  public:
-  ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts);
+  /// Throws ibv::Error (invalid_argument) when `wait` sleeps and `cq` has no completion channel.
+  ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait);
 
   /// Posts the send-queue request `make(wr_id)` builds, under a fresh wr_id, after checking it
   /// (QueuePair::check: bad input throws before anything waits or is posted, and leaves the
@@ -52,8 +54,18 @@ class ChannelCore {
   /// Gives up on `wr_id`: its completion, when it comes, is discarded (a failure is logged).
   void orphan(std::uint64_t wr_id);
 
+  /// The completion channel's fd. Throws ibv::Error (state) when the queue has none.
+  [[nodiscard]] int completion_fd() const;
+  /// Arms the completion queue, then takes every completion already in it into the cache: a
+  /// completion not taken in by this call raises an event on the fd.
+  void arm_completion_fd();
+  /// Reads and acknowledges the events queued on the fd (of every queue sharing it).
+  std::size_t consume_completion_events();
+
   [[nodiscard]] const QueuePair& queue_pair() const noexcept { return qp_; }
+  [[nodiscard]] const CompletionQueue& completion_queue() const noexcept { return cq_; }
   [[nodiscard]] const ChannelTimeouts& timeouts() const noexcept { return timeouts_; }
+  [[nodiscard]] const WaitMode& wait_mode() const noexcept { return wait_mode_; }
 
  private:
   enum class Queue : std::uint8_t { send, receive };
@@ -90,8 +102,17 @@ class ChannelCore {
   /// ago and is still outstanding, or its completion has not been taken).
   void spill(Slot& slot);
 
+  using Clock = std::chrono::steady_clock;
+
   /// Polls one batch from the CQ into the cache; returns how many arrived.
   std::size_t poll_once();
+  /// Polls until the CQ is empty.
+  void drain();
+  /// Runs `done()` (which polls) until it returns true or `deadline` passes, waiting between
+  /// calls by the wait mode: spinning, or (block) arm, drain, check again, sleep on the fd
+  /// until the deadline, take the events, repeat. Whether `done()` returned true.
+  template <typename Done>
+  bool wait_until(Clock::time_point deadline, Done&& done);
   /// Takes a polled completion into account: counts, retirement, orphans, the cache.
   void accept(const WorkCompletion& completion);
   /// Retires the unsignaled requests posted before the send-queue request `wr_id`.
@@ -110,6 +131,7 @@ class ChannelCore {
   QueuePair qp_;
   CompletionQueue cq_;
   ChannelTimeouts timeouts_;
+  WaitMode wait_mode_;
   std::uint64_t next_wr_id_ = 1;
   // Every request the channel tracks, in the slot wr_id & slot_mask_ (wr_ids are consecutive,
   // so the requests of the last slots_.size() wr_ids never share a slot). The ring holds at

@@ -38,6 +38,16 @@ MultiChannelBuilder& MultiChannelBuilder::completion_queue_size(int entries) noe
   return *this;
 }
 
+MultiChannelBuilder& MultiChannelBuilder::wait_mode(const WaitMode& mode) noexcept {
+  channel_.wait_mode(mode);
+  return *this;
+}
+
+MultiChannelBuilder& MultiChannelBuilder::completion_channel(const CompletionChannel& channel) {
+  channel_.completion_channel(channel);
+  return *this;
+}
+
 PreparedMultiChannel MultiChannelBuilder::build() const {
   // One queue pair and one completion queue per peer: a world the device can not hold is
   // rejected before the first is made (instead of failing, or exhausting memory, midway).
@@ -53,9 +63,15 @@ PreparedMultiChannel MultiChannelBuilder::build() const {
             context.name() + " offers at most max_qp " + std::to_string(device.max_qp) +
             ", max_cq " + std::to_string(device.max_cq));
   }
+  // One completion channel for every peer's queue: one fd covers the whole MultiChannel.
+  ChannelBuilder per_peer = channel_;
+  if (!per_peer.completion_channel_setting() && per_peer.wait_mode_setting().sleeps() &&
+      peers > 0) {
+    per_peer.completion_channel(CompletionChannel(context));
+  }
   std::vector<std::optional<PreparedChannel>> channels(world_size_);
   for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
-    if (peer != rank_) channels[peer].emplace(channel_.build());
+    if (peer != rank_) channels[peer].emplace(per_peer.build());
   }
   return {channel_.protection_domain(), rank_, std::move(channels), channel_.timeout_settings()};
 }
@@ -158,6 +174,46 @@ std::optional<std::uint32_t> MultiChannel::peer_of(const WorkCompletion& complet
     }
   }
   return std::nullopt;
+}
+
+namespace {
+/// Throws the state Error of the completion-fd calls of a MultiChannel.
+[[noreturn]] void throw_no_shared_fd(std::string_view operation, std::string_view why) {
+  throw Error(ErrorKind::state, operation, EINVAL, std::string(why),
+              "build it with a WaitMode that blocks, or give MultiChannelBuilder a "
+              "CompletionChannel: then every peer's queue shares one");
+}
+}  // namespace
+
+int MultiChannel::completion_fd() const {
+  constexpr std::string_view kOperation = "MultiChannel::completion_fd";
+  std::optional<int> fd;
+  for (const auto& channel : channels_) {
+    if (!channel) continue;
+    const auto& attached = channel->completion_channel();
+    if (!attached) throw_no_shared_fd(kOperation, "a peer's channel has no completion channel");
+    if (fd && *fd != attached->fd()) {
+      throw_no_shared_fd(kOperation, "the peers' channels do not share one completion channel");
+    }
+    fd = attached->fd();
+  }
+  if (!fd) throw_no_shared_fd(kOperation, "the MultiChannel has no peers");
+  return *fd;
+}
+
+void MultiChannel::arm_completion_fd() {
+  (void)completion_fd();  // throws unless one channel covers every peer
+  for (auto& channel : channels_) {
+    if (channel) channel->arm_completion_fd();
+  }
+}
+
+std::size_t MultiChannel::consume_completion_events() {
+  (void)completion_fd();
+  for (auto& channel : channels_) {
+    if (channel) return channel->consume_completion_events();  // the one shared channel
+  }
+  return 0;
 }
 
 // --- blocking, one peer -------------------------------------------------------------------------

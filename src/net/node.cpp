@@ -38,6 +38,16 @@ NodeBuilder& NodeBuilder::timeouts(const ChannelTimeouts& timeouts) noexcept {
   return *this;
 }
 
+NodeBuilder& NodeBuilder::wait_mode(const WaitMode& mode) noexcept {
+  channels_.wait_mode(mode);
+  return *this;
+}
+
+NodeBuilder& NodeBuilder::completion_channel(const CompletionChannel& channel) {
+  channels_.completion_channel(channel);
+  return *this;
+}
+
 PreparedNode NodeBuilder::build() const {
   if (barrier_timeout_.count() <= 0) {
     throw_invalid_argument("NodeBuilder::build",
@@ -48,8 +58,9 @@ PreparedNode NodeBuilder::build() const {
   // The channels first: their settings are checked against the device before anything is
   // made, so bad settings do not register the barrier slots just to free them again.
   PreparedMultiChannel channels = channels_.build();
-  auto barrier = std::make_unique<detail::RdmaBarrier>(channels_.protection_domain(),
-                                                       channels_.rank(), channels_.world_size());
+  auto barrier =
+      std::make_unique<detail::RdmaBarrier>(channels_.protection_domain(), channels_.rank(),
+                                            channels_.world_size(), channels_.wait_mode_setting());
   return {std::move(channels), std::move(barrier), algorithm_, barrier_timeout_};
 }
 

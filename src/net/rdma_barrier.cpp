@@ -1,5 +1,6 @@
 // The RDMA barrier of a Node: signals are RDMA writes of per-peer counters into the receiver's
-// (round, sender) slot; a receiver spins on its own slots until each holds the count it expects.
+// (round, sender) slot; a receiver checks its own slots until each holds the count it expects:
+// spinning, or (a channel wait mode that sleeps) sleeping between checks.
 #include "net/rdma_barrier.hpp"
 
 #include <algorithm>
@@ -20,6 +21,11 @@ constexpr std::string_view kOperation = "Node::barrier";
 constexpr unsigned kSpinsBeforeYield = 64;
 constexpr auto kSleepAfter = std::chrono::milliseconds(1);
 constexpr auto kSleep = std::chrono::microseconds(20);
+// With a wait mode that sleeps: an RDMA write raises no completion at its target, so nothing
+// can wake a receiver when a signal lands; it sleeps between checks instead, from kFirstNap
+// doubling up to kLongestNap (the latency a late signal may cost, for little CPU time).
+constexpr auto kFirstNap = std::chrono::microseconds(50);
+constexpr auto kLongestNap = std::chrono::microseconds(1000);
 
 std::size_t most_rounds(std::uint32_t world_size) {
   std::size_t rounds = 1;  // a world of one has no rounds; keep the region non-empty anyway
@@ -47,9 +53,11 @@ constexpr std::string_view kPoisonHint =
 
 }  // namespace
 
-RdmaBarrier::RdmaBarrier(const ProtectionDomain& pd, std::uint32_t rank, std::uint32_t world_size)
+RdmaBarrier::RdmaBarrier(const ProtectionDomain& pd, std::uint32_t rank, std::uint32_t world_size,
+                         WaitMode wait)
     : rank_(rank),
       world_size_(world_size),
+      wait_(wait),
       all_ranks_(BarrierGroup::all(world_size)),
       max_rounds_(most_rounds(world_size)),
       slots_(max_rounds_ * world_size, 0),
@@ -133,6 +141,10 @@ void RdmaBarrier::await(std::size_t round, std::span<const std::uint32_t> sender
   std::vector<std::uint32_t> waiting(senders.begin(), senders.end());
   unsigned spins = 0;
   const auto entered = Clock::now();
+  // Sleeping modes: spin for spin_for (spin_then_block) or not at all (block), then nap.
+  const auto spin_until =
+      wait_.strategy == WaitStrategy::spin_then_block ? entered + wait_.spin_for : entered;
+  auto nap = std::chrono::duration_cast<Clock::duration>(kFirstNap);
   for (;;) {
     std::erase_if(waiting, [&](std::uint32_t sender) {
       if (slot(round, sender) <= received_[sender]) return false;
@@ -150,6 +162,11 @@ void RdmaBarrier::await(std::size_t round, std::span<const std::uint32_t> sender
                   "a rank that never arrives (exited, stuck, or in another barrier or subset) "
                   "holds everyone up; " +
                       std::string(kPoisonHint));
+    }
+    if (wait_.sleeps() && Clock::now() >= spin_until) {
+      std::this_thread::sleep_for(std::min(nap, deadline - Clock::now()));
+      nap = std::min(nap * 2, std::chrono::duration_cast<Clock::duration>(kLongestNap));
+      continue;
     }
     if (++spins >= kSpinsBeforeYield) {
       spins = 0;

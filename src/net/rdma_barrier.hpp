@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ibv/channel/pending_work.hpp"
+#include "ibv/channel/wait_mode.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/net/barrier_schedule.hpp"
@@ -23,8 +24,9 @@ namespace ibv::net::detail {
 class RdmaBarrier {
  public:
   /// Registers the slots (enough rounds for any group of the world and any algorithm) and the
-  /// outgoing counters.
-  RdmaBarrier(const ProtectionDomain& pd, std::uint32_t rank, std::uint32_t world_size);
+  /// outgoing counters. `wait` is the channels' wait mode: how await() waits for signals.
+  RdmaBarrier(const ProtectionDomain& pd, std::uint32_t rank, std::uint32_t world_size,
+              WaitMode wait = {});
 
   /// Where the peers write their signals to this rank.
   [[nodiscard]] RemoteMemoryRegion slots() const { return slots_mr_.remote(); }
@@ -62,6 +64,7 @@ class RdmaBarrier {
 
   std::uint32_t rank_;
   std::uint32_t world_size_;
+  WaitMode wait_;
   BarrierGroup all_ranks_;
   std::size_t max_rounds_;
   std::vector<std::uint64_t> slots_;     // [round * world_size + sender], written by peers

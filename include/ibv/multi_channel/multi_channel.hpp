@@ -47,11 +47,21 @@ class MultiChannelBuilder {
   MultiChannelBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
   /// Entries of each channel's completion queue (see ChannelBuilder::completion_queue_size).
   MultiChannelBuilder& completion_queue_size(int entries) noexcept;
+  /// How every per-peer channel waits (see wait_mode.hpp). Default: spin. With a mode that
+  /// sleeps, all the per-peer completion queues share one completion channel (the one given
+  /// to completion_channel(), or a new one), so one fd covers every peer.
+  MultiChannelBuilder& wait_mode(const WaitMode& mode) noexcept;
+  /// Attaches every per-peer completion queue to `channel` (also with WaitMode::spin: then
+  /// completion_fd() is there for the caller's own event loop).
+  MultiChannelBuilder& completion_channel(const CompletionChannel& channel);
 
   [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
   [[nodiscard]] std::uint32_t world_size() const noexcept { return world_size_; }
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept {
     return channel_.protection_domain();
+  }
+  [[nodiscard]] const WaitMode& wait_mode_setting() const noexcept {
+    return channel_.wait_mode_setting();
   }
 
   /// Creates world_size - 1 channels' queue pairs and completion queues. Throws ibv::Error
@@ -139,6 +149,28 @@ class MultiChannel {
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept { return pd_; }
   /// The timeouts every channel has; `operation` is the default of the blocking calls.
   [[nodiscard]] const ChannelTimeouts& timeouts() const noexcept { return timeouts_; }
+
+  // Your own event loop: the per-peer channels built by MultiChannelBuilder with a completion
+  // channel share it, so one fd covers every peer. The sequence is Channel's (see
+  // channel.hpp), over all peers at once:
+  //
+  //   for (;;) {
+  //     node.arm_completion_fd();            // arm every peer's queue, take in what completed
+  //     if (all_done(works)) break;          // poll the PendingWorks (any peers)
+  //     epoll_wait(epfd, &ready, 1, -1);     // completion_fd() is in epfd
+  //     node.consume_completion_events();
+  //   }
+
+  /// The fd of the completion channel the per-peer channels share (see Channel::completion_fd).
+  /// Throws ibv::Error (state) when there is none (WaitMode::spin without a completion
+  /// channel), when there are no peers, or when the peers' channels do not share one.
+  [[nodiscard]] int completion_fd() const;
+  /// Arms every peer's completion queue and takes in what already completed (see
+  /// Channel::arm_completion_fd). Throws as completion_fd().
+  void arm_completion_fd();
+  /// Reads and acknowledges every event queued on completion_fd() now, without blocking;
+  /// returns how many. Throws as completion_fd().
+  std::size_t consume_completion_events();
 
   // Blocking, one peer.
   WorkCompletion send(std::uint32_t peer, std::span<const GatherElement> data,

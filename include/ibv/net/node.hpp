@@ -15,11 +15,13 @@
 // Barriers. A barrier returns once every participant has entered it. Signals are RDMA writes
 // of 64-bit counters into the receiver's registered barrier slots, one slot per (round, sender)
 // (see ibv/net/barrier_schedule.hpp for the rounds of each algorithm); the receiver spins on
-// its own memory. Each slot carries the count of signals its sender has sent that receiver, so
-// barriers over different subsets never mistake each other's signals. Every barrier is bounded
-// by a timeout. After a barrier fails (timeout, a signal that fails) the Node's barrier is
-// poisoned: every later barrier throws ibv::Error (state) at once, naming the first failure,
-// because the ranks' counters no longer agree. Rebuild the Node on every rank to go on.
+// its own memory (with a WaitMode that sleeps, it naps between checks instead, 50 us doubling
+// up to 1 ms: an RDMA write raises no completion at its target, so nothing can wake it). Each slot
+// carries the count of signals its sender has sent that receiver, so barriers over different
+// subsets never mistake each other's signals. Every barrier is bounded by a timeout. After a
+// barrier fails (timeout, a signal that fails) the Node's barrier is poisoned: every later barrier
+// throws ibv::Error (state) at once, naming the first failure, because the ranks' counters no
+// longer agree. Rebuild the Node on every rank to go on.
 //
 // A barrier orders arrivals, not data: complete your own writes to a peer (blocking calls and
 // scopes do) before entering a barrier after which that peer reads them.
@@ -71,6 +73,12 @@ class NodeBuilder {
   NodeBuilder& barrier_timeout(std::chrono::milliseconds timeout) noexcept;
   NodeBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
   NodeBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
+  /// How the per-peer channels wait, barriers included (see MultiChannelBuilder::wait_mode:
+  /// with a mode that sleeps, one completion channel covers every peer).
+  NodeBuilder& wait_mode(const WaitMode& mode) noexcept;
+  /// Attaches every per-peer completion queue to `channel` (see
+  /// MultiChannelBuilder::completion_channel).
+  NodeBuilder& completion_channel(const CompletionChannel& channel);
 
   /// Makes the queue pairs and registers the barrier slots.
   [[nodiscard]] PreparedNode build() const;

@@ -1,0 +1,535 @@
+// Device tests of waiting without spinning: completion channels on the verbs layer (arming,
+// events, batched acknowledgement, destruction with events unacknowledged), the Channel's wait
+// modes (a blocked wait costs little CPU time, wakes for a completion that comes later, times
+// out at its deadline; spin_then_block), the completion fd in the caller's own epoll loop, and
+// a MultiChannel / Node whose peers share one completion channel (blocking waits across peers,
+// barriers in blocking mode).
+//
+// CPU-time bounds, not timings: a thread that waits ~1 s for a message must have used far less
+// than that of its own CPU time (CLOCK_THREAD_CPUTIME_ID), which a spinning wait can not.
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <ctime>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "device_fixture.hpp"
+#include "support/error_matchers.hpp"
+
+namespace ibv::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using ibv_test::throws_error;
+
+/// CPU time the calling thread has used so far.
+std::chrono::nanoseconds thread_cpu_time() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
+}
+
+/// How long the tests let a blocked waiter wait before the message arrives, and the CPU time
+/// such a wait may use at most: a spinning wait uses about all of it.
+constexpr auto kLateBy = 1s;
+constexpr auto kMostCpuWhileBlocked = 250ms;
+
+/// Success when a wait of `waited` used at most kMostCpuWhileBlocked of CPU time, or a quarter
+/// of `waited` (a guest on a loaded host counts the time its vCPU was descheduled as the
+/// running thread's, stretching wall and CPU time alike); a spinning wait uses all of it.
+::testing::AssertionResult slept(std::chrono::nanoseconds cpu, std::chrono::nanoseconds waited) {
+  if (cpu < kMostCpuWhileBlocked || cpu < waited / 4) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "the waiting thread used " << std::chrono::duration<double>(cpu).count()
+         << " s of CPU time in " << std::chrono::duration<double>(waited).count() << " s";
+}
+
+QueuePairSettings test_settings(const Context& context) {
+  QueuePairSettings settings;
+  settings.gid_index = test_gid_index(context);
+  settings.rnr_retry = RnrRetryCount::infinite();  // a send may go out before the receive
+  return settings;
+}
+
+/// Two channels connected to each other, both built with `mode`.
+std::pair<Channel, Channel> connect_pair(const ProtectionDomain& pd, WaitMode mode,
+                                         ChannelTimeouts timeouts = {.operation = 10s,
+                                                                     .drop = 10s}) {
+  const auto settings = test_settings(pd.context());
+  auto prepared_a =
+      ChannelBuilder(pd).queue_pair(settings).timeouts(timeouts).wait_mode(mode).build();
+  auto prepared_b =
+      ChannelBuilder(pd).queue_pair(settings).timeouts(timeouts).wait_mode(mode).build();
+  const Endpoint endpoint_a = prepared_a.endpoint();
+  const Endpoint endpoint_b = prepared_b.endpoint();
+  Channel a = std::move(prepared_a).handshake(endpoint_b);
+  Channel b = std::move(prepared_b).handshake(endpoint_a);
+  return {std::move(a), std::move(b)};
+}
+
+// --- verbs layer --------------------------------------------------------------------------------
+
+class CompletionChannelTest : public ::testing::Test {
+ protected:
+  Context context = open_test_device();
+  ProtectionDomain pd{context};
+  std::array<std::byte, 64> bytes{};
+  MemoryRegion mr = pd.register_local(std::span(bytes));
+};
+
+TEST_F(CompletionChannelTest, ArmedQueueMakesTheFdReadableOnlyAfterACompletion) {
+  const CompletionChannel channel(context);
+  EXPECT_GE(channel.fd(), 0);
+  const CompletionQueue cq(context, 16, channel);
+  ASSERT_TRUE(cq.channel().has_value());
+  EXPECT_EQ(*cq.channel(), channel);
+  auto settings = test_settings(context);
+  auto prepared = QueuePairBuilder(pd, cq, cq).settings(settings).build();
+  const Endpoint self = prepared.endpoint();
+  const QueuePair qp = std::move(prepared).handshake(self);  // loopback
+
+  cq.request_notification();
+  EXPECT_FALSE(channel.wait(0ns)) << "readable before any completion";
+  EXPECT_FALSE(channel.wait(50ms));
+  EXPECT_EQ(channel.consume_events(), 0U);
+
+  qp.post_receive(1, std::array{mr.scatter(std::span(bytes).first(8))});
+  qp.post_send(2, std::array{mr.gather(std::span(bytes).subspan(8, 8))});
+  EXPECT_TRUE(channel.wait(10s)) << "no event for the completions";
+  EXPECT_EQ(channel.consume_events(), 1U) << "one arming, one event";
+  EXPECT_FALSE(channel.wait(0ns)) << "still readable after the events were consumed";
+  const auto completions = poll_completions(cq, 2);
+  ASSERT_EQ(completions.size(), 2U);
+  for (const auto& completion : completions) EXPECT_TRUE(completion.ok());
+
+  // Not armed any more: the next completion raises no event until the queue is armed again.
+  qp.post_receive(3, std::array{mr.scatter(std::span(bytes).first(8))});
+  qp.post_send(4, std::array{mr.gather(std::span(bytes).subspan(8, 8))});
+  ASSERT_EQ(poll_completions(cq, 2).size(), 2U);
+  EXPECT_FALSE(channel.wait(0ns)) << "an event without arming";
+}
+
+TEST_F(CompletionChannelTest, SharedChannelAndManyEventsAreAcknowledgedAndDestroyDoesNotHang) {
+  const CompletionChannel channel(context);
+  // Two queues on one channel; more events than one acknowledgement batch on the first, and
+  // a few left unacknowledged on both when they are destroyed (ibv_destroy_cq would block
+  // forever on those if the library did not acknowledge them first).
+  std::optional<CompletionQueue> first(std::in_place, context, 16, channel);
+  std::optional<CompletionQueue> second(std::in_place, context, 16, channel);
+  const auto settings = test_settings(context);
+  auto prepared_a = QueuePairBuilder(pd, *first, *first).settings(settings).build();
+  auto prepared_b = QueuePairBuilder(pd, *second, *second).settings(settings).build();
+  const Endpoint endpoint_a = prepared_a.endpoint();
+  const Endpoint endpoint_b = prepared_b.endpoint();
+  std::optional<QueuePair> a(std::in_place, std::move(prepared_a).handshake(endpoint_b));
+  std::optional<QueuePair> b(std::in_place, std::move(prepared_b).handshake(endpoint_a));
+
+  constexpr int kMessages = 70;  // above the acknowledgement batch of 64
+  std::size_t events = 0;
+  for (int i = 0; i < kMessages; ++i) {
+    first->request_notification();
+    second->request_notification();
+    b->post_receive(static_cast<std::uint64_t>(i),
+                    std::array{mr.scatter(std::span(bytes).first(8))});
+    a->post_send(static_cast<std::uint64_t>(i),
+                 std::array{mr.gather(std::span(bytes).subspan(8, 8))});
+    // a's send completes on the first queue, b's receive on the second: one event each
+    std::size_t round = 0;
+    const auto deadline = Clock::now() + 10s;
+    while (round < 2 && Clock::now() < deadline) round += channel.wait_and_consume(1s);
+    ASSERT_EQ(round, 2U) << "message " << i;
+    events += round;
+    ASSERT_EQ(poll_completions(*first, 1).size(), 1U);
+    ASSERT_EQ(poll_completions(*second, 1).size(), 1U);
+  }
+  EXPECT_EQ(events, 2U * kMessages);
+  const auto started = Clock::now();
+  a.reset();
+  b.reset();
+  first.reset();  // 70 events read: 64 acknowledged in a batch, 6 at destruction
+  second.reset();
+  EXPECT_LT(Clock::now() - started, 5s);
+}
+
+TEST_F(CompletionChannelTest, DestroyingAQueueWithUnreadEventsDoesNotHang) {
+  const CompletionChannel channel(context);
+  {
+    const CompletionQueue cq(context, 16, channel);
+    auto settings = test_settings(context);
+    auto prepared = QueuePairBuilder(pd, cq, cq).settings(settings).build();
+    const Endpoint self = prepared.endpoint();
+    const QueuePair qp = std::move(prepared).handshake(self);
+    cq.request_notification();
+    qp.post_receive(1, std::array{mr.scatter(std::span(bytes).first(8))});
+    qp.post_send(2, std::array{mr.gather(std::span(bytes).subspan(8, 8))});
+    ASSERT_TRUE(channel.wait(10s));
+    ASSERT_EQ(poll_completions(cq, 2).size(), 2U);
+    // the event stays unread in the channel: the kernel drops it with the queue
+  }
+  EXPECT_EQ(channel.consume_events(), 0U);
+}
+
+TEST_F(CompletionChannelTest, MisuseIsReported) {
+  const CompletionQueue plain(context, 16);
+  EXPECT_FALSE(plain.channel().has_value());
+  EXPECT_TRUE(throws_error(ErrorKind::state, [&] { plain.request_notification(); }));
+  const CompletionChannel channel(context);
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { (void)channel.wait(-1ms); }));
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] {
+    (void)ChannelBuilder(pd).wait_mode(WaitMode::spin_then_block(0us)).build();
+  }));
+  auto [spin_a, spin_b] = connect_pair(pd, WaitMode::spin());
+  EXPECT_FALSE(spin_a.completion_channel().has_value());
+  EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)spin_a.completion_fd(); }));
+  EXPECT_TRUE(throws_error(ErrorKind::state, [&] { spin_a.arm_completion_fd(); }));
+}
+
+// --- Channel wait modes -------------------------------------------------------------------------
+
+class WaitModeTest : public ::testing::TestWithParam<WaitMode> {
+ protected:
+  Context context = open_test_device();
+  ProtectionDomain pd{context};
+  std::array<std::byte, 64> bytes{};
+  MemoryRegion mr = pd.register_local(std::span(bytes));
+  std::span<std::byte> in() { return std::span(bytes).first(32); }
+  std::span<std::byte> out() { return std::span(bytes).subspan(32); }
+};
+
+TEST_P(WaitModeTest, ABlockedReceiveWakesForALateMessageUsingLittleCpu) {
+  auto [a, b] = connect_pair(pd, GetParam());
+  ASSERT_TRUE(a.completion_channel().has_value());
+  out()[0] = std::byte{42};
+  std::thread sender([&, &b = b] {
+    std::this_thread::sleep_for(kLateBy);
+    b.send(std::array{mr.gather(std::span<const std::byte>(out()).first(4))});
+  });
+  const auto cpu_before = thread_cpu_time();
+  const auto started = Clock::now();
+  WorkCompletion received;
+  EXPECT_NO_THROW(received = a.receive(std::array{mr.scatter(in().first(4))}));
+  const auto waited = Clock::now() - started;
+  const auto cpu = thread_cpu_time() - cpu_before;
+  sender.join();
+  EXPECT_TRUE(received.ok());
+  EXPECT_EQ(received.byte_length(), 4U);
+  EXPECT_EQ(in()[0], std::byte{42});
+  EXPECT_GE(waited, kLateBy - 50ms) << "returned before the message was sent";
+  EXPECT_TRUE(slept(cpu, waited));
+}
+
+TEST_P(WaitModeTest, AWaitTimesOutAtItsDeadlineAndTheChannelStaysUsable) {
+  auto [a, b] = connect_pair(pd, GetParam());
+  constexpr auto kTimeout = 300ms;
+  const auto cpu_before = thread_cpu_time();
+  const auto started = Clock::now();
+  EXPECT_TRUE(throws_error(ErrorKind::timeout, [&, &a = a] {
+    (void)a.receive(std::array{mr.scatter(in().first(4))}, kTimeout);
+  }));
+  const auto waited = Clock::now() - started;
+  EXPECT_GE(waited, kTimeout) << "gave up before the deadline";
+  EXPECT_LT(waited, kTimeout + 5s) << "far past the deadline";
+  EXPECT_TRUE(slept(thread_cpu_time() - cpu_before, waited));
+  // PendingWork::wait_for: nullopt at the deadline, the request stays pending
+  auto pending = a.post_receive(std::array{mr.scatter(in().subspan(8, 4))});
+  EXPECT_FALSE(pending.wait_for(100ms).has_value());
+  // the orphaned receive takes the next message, the pending one the one after
+  b.send(std::array{mr.gather(std::span<const std::byte>(out()).first(4))});
+  b.send(std::array{mr.gather(std::span<const std::byte>(out()).first(4))});
+  EXPECT_TRUE(pending.wait().ok());
+}
+
+TEST_P(WaitModeTest, ManyRequestsScopesAndAFullSendQueue) {
+  // Small queues, so posting waits for room; a scope's end waits for the rest.
+  const auto settings = [&] {
+    auto s = test_settings(context);
+    s.max_send_wr = QueueDepth(4);
+    s.max_recv_wr = QueueDepth(4);
+    return s;
+  }();
+  const ChannelTimeouts timeouts{.operation = 10s, .drop = 10s};
+  auto prepared_a =
+      ChannelBuilder(pd).queue_pair(settings).timeouts(timeouts).wait_mode(GetParam()).build();
+  auto prepared_b =
+      ChannelBuilder(pd).queue_pair(settings).timeouts(timeouts).wait_mode(GetParam()).build();
+  const Endpoint endpoint_a = prepared_a.endpoint();
+  const Endpoint endpoint_b = prepared_b.endpoint();
+  Channel a = std::move(prepared_a).handshake(endpoint_b);
+  Channel b = std::move(prepared_b).handshake(endpoint_a);
+  constexpr int kMessages = 40;
+  std::thread receiver([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      const auto completion = b.receive(std::array{mr.scatter(in().first(4))});
+      EXPECT_TRUE(completion.ok());
+    }
+  });
+  a.scope([&](ChannelScope& scope) {
+    for (int i = 0; i < kMessages; ++i) {
+      (void)scope.post_send(std::array{mr.gather(std::span<const std::byte>(out()).first(4))},
+                            {.signaled = false});
+    }
+  });
+  receiver.join();
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, WaitModeTest,
+                         ::testing::Values(WaitMode::block(), WaitMode::spin_then_block(20ms)),
+                         [](const ::testing::TestParamInfo<WaitMode>& param) {
+                           return std::string(to_string(param.param.strategy));
+                         });
+
+TEST(WaitModeSpin, SpinningUsesTheCpuItWaits) {
+  // The contrast that makes the bounds above mean something: the default mode spins.
+  const Context context = open_test_device();
+  const ProtectionDomain pd(context);
+  std::array<std::byte, 8> bytes{};
+  const MemoryRegion mr = pd.register_local(std::span(bytes));
+  auto [a, b] = connect_pair(pd, WaitMode::spin());
+  const auto cpu_before = thread_cpu_time();
+  EXPECT_TRUE(throws_error(ErrorKind::timeout, [&, &a = a] {
+    (void)a.receive(std::array{mr.scatter(std::span(bytes))}, 300ms);
+  }));
+  EXPECT_GT(thread_cpu_time() - cpu_before, 100ms) << "the spinning wait slept";
+}
+
+// --- the completion fd in the caller's own loop -------------------------------------------------
+
+TEST_F(CompletionChannelTest, TheCompletionFdWakesAnEpollLoop) {
+  // WaitMode::spin with a completion channel of its own: the fd is there for the caller.
+  const CompletionChannel channel(context);
+  const auto settings = test_settings(context);
+  auto prepared_a = ChannelBuilder(pd).queue_pair(settings).completion_channel(channel).build();
+  auto prepared_b = ChannelBuilder(pd).queue_pair(settings).build();
+  const Endpoint endpoint_a = prepared_a.endpoint();
+  const Endpoint endpoint_b = prepared_b.endpoint();
+  Channel a = std::move(prepared_a).handshake(endpoint_b);
+  Channel b = std::move(prepared_b).handshake(endpoint_a);
+  ASSERT_EQ(a.completion_fd(), channel.fd());
+
+  const int epfd = ::epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(epfd, 0);
+  epoll_event interest{.events = EPOLLIN, .data = {.u64 = 7}};
+  ASSERT_EQ(::epoll_ctl(epfd, EPOLL_CTL_ADD, a.completion_fd(), &interest), 0);
+
+  constexpr int kMessages = 3;
+  std::thread sender([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      std::this_thread::sleep_for(200ms);
+      b.send(std::array{mr.gather(std::span<const std::byte>(bytes).subspan(32, 4))});
+    }
+  });
+  int wakeups = 0;
+  for (int i = 0; i < kMessages; ++i) {
+    PendingWork work = a.post_receive(std::array{mr.scatter(std::span(bytes).first(4))});
+    const auto deadline = Clock::now() + 10s;
+    for (;;) {
+      a.arm_completion_fd();
+      if (work.poll()) break;
+      ASSERT_LT(Clock::now(), deadline) << "message " << i << " never arrived";
+      epoll_event ready{};
+      const int n = ::epoll_wait(epfd, &ready, 1, 1000);
+      if (n == 1) {
+        EXPECT_EQ(ready.data.u64, 7U);
+        ++wakeups;
+      }
+      a.consume_completion_events();
+    }
+    ASSERT_TRUE(work.poll()->ok());
+  }
+  sender.join();
+  EXPECT_GE(wakeups, kMessages) << "the loop found the messages without the fd waking it";
+  ::close(epfd);
+}
+
+// --- MultiChannel and Node: one completion channel for every peer -----------------------------
+
+/// A world of `world` MultiChannels in this process, every one built with `mode`.
+std::vector<MultiChannel> local_world(const ProtectionDomain& pd, std::uint32_t world,
+                                      WaitMode mode) {
+  const auto settings = test_settings(pd.context());
+  std::vector<PreparedMultiChannel> prepared;
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    prepared.push_back(MultiChannelBuilder(pd, rank, world)
+                           .queue_pair(settings)
+                           .timeouts({.operation = 10s, .drop = 10s})
+                           .wait_mode(mode)
+                           .build());
+  }
+  std::vector<std::vector<std::optional<Endpoint>>> remote(
+      world, std::vector<std::optional<Endpoint>>(world));
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    for (std::uint32_t peer = 0; peer < world; ++peer) {
+      if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
+    }
+  }
+  std::vector<MultiChannel> channels;
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    channels.push_back(std::move(prepared[rank]).handshake(remote[rank]));
+  }
+  return channels;
+}
+
+TEST(MultiChannelWait, PeersShareOneFdAndABlockedGatherUsesLittleCpu) {
+  const Context context = open_test_device();
+  const ProtectionDomain pd(context);
+  std::array<std::byte, 64> bytes{};
+  const MemoryRegion mr = pd.register_local(std::span(bytes));
+  auto world = local_world(pd, 3, WaitMode::block());
+  MultiChannel& root = world[0];
+  EXPECT_EQ(root.channel(1).completion_fd(), root.channel(2).completion_fd());
+  EXPECT_EQ(root.completion_fd(), root.channel(1).completion_fd());
+  EXPECT_NE(root.completion_fd(), world[1].completion_fd()) << "each MultiChannel has its own";
+
+  std::vector<std::thread> senders;
+  for (std::uint32_t rank = 1; rank < 3; ++rank) {
+    senders.emplace_back([&, rank] {
+      std::this_thread::sleep_for(kLateBy);
+      bytes[32 + rank] = std::byte{static_cast<unsigned char>(rank)};
+      world[rank].send(
+          0, std::array{mr.gather(std::span<const std::byte>(bytes).subspan(32 + rank, 1))});
+    });
+  }
+  const std::array into_1{mr.scatter(std::span(bytes).subspan(1, 1))};
+  const std::array into_2{mr.scatter(std::span(bytes).subspan(2, 1))};
+  const std::array receives{PeerReceive{.peer = 1, .into = into_1},
+                            PeerReceive{.peer = 2, .into = into_2}};
+  const auto cpu_before = thread_cpu_time();
+  const auto started = Clock::now();
+  std::vector<WorkCompletion> completions;
+  EXPECT_NO_THROW(completions = root.gather_receive(receives));
+  const auto waited = Clock::now() - started;
+  const auto cpu = thread_cpu_time() - cpu_before;
+  for (auto& sender : senders) sender.join();
+  ASSERT_EQ(completions.size(), 2U);
+  EXPECT_EQ(bytes[1], std::byte{1});
+  EXPECT_EQ(bytes[2], std::byte{2});
+  EXPECT_TRUE(slept(cpu, waited));
+}
+
+TEST(MultiChannelWait, OneEpollFdCoversEveryPeer) {
+  const Context context = open_test_device();
+  const ProtectionDomain pd(context);
+  std::array<std::byte, 64> bytes{};
+  const MemoryRegion mr = pd.register_local(std::span(bytes));
+  auto world = local_world(pd, 3, WaitMode::block());
+  MultiChannel& root = world[0];
+  const int epfd = ::epoll_create1(EPOLL_CLOEXEC);
+  ASSERT_GE(epfd, 0);
+  epoll_event interest{.events = EPOLLIN, .data = {.u64 = 0}};
+  ASSERT_EQ(::epoll_ctl(epfd, EPOLL_CTL_ADD, root.completion_fd(), &interest), 0);
+  std::vector<PendingWork> works;
+  works.push_back(root.post_receive(1, std::array{mr.scatter(std::span(bytes).subspan(1, 1))}));
+  works.push_back(root.post_receive(2, std::array{mr.scatter(std::span(bytes).subspan(2, 1))}));
+  std::thread sender([&] {
+    for (std::uint32_t rank : {2U, 1U}) {  // the second peer first
+      std::this_thread::sleep_for(300ms);
+      world[rank].send(0, std::array{mr.gather(std::span<const std::byte>(bytes).subspan(40, 1))});
+    }
+  });
+  int wakeups = 0;
+  const auto deadline = Clock::now() + 10s;
+  for (;;) {
+    root.arm_completion_fd();
+    bool all = true;
+    for (auto& work : works) all = work.poll().has_value() && all;
+    if (all) break;
+    ASSERT_LT(Clock::now(), deadline) << "the receives never completed";
+    epoll_event ready{};
+    if (::epoll_wait(epfd, &ready, 1, 1000) == 1) ++wakeups;
+    root.consume_completion_events();
+  }
+  sender.join();
+  ::close(epfd);
+  EXPECT_GE(wakeups, 2);
+  for (auto& work : works) EXPECT_TRUE(work.poll()->ok());
+}
+
+/// Ports for the Node tests of this file (apart from node_test.cpp's range).
+std::uint16_t next_ports(std::uint32_t world) {
+  static std::atomic<std::uint32_t> next{40000U +
+                                         (static_cast<std::uint32_t>(::getpid()) % 1000U) * 16U};
+  return static_cast<std::uint16_t>(next.fetch_add(world));
+}
+
+/// Runs body(node) on `world` ranks, one thread each, all built with `mode`; rethrows the
+/// first exception of any rank after all threads have ended.
+void run_ranks(std::uint32_t world, WaitMode mode, const std::function<void(net::Node&)>& body) {
+  const std::string device = open_test_device().name();
+  const std::uint16_t base = next_ports(world);
+  net::NetworkConfigBuilder builder;
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    builder.add_host({.rank = rank,
+                      .hostname = "127.0.0.1",
+                      .port = static_cast<std::uint16_t>(base + rank),
+                      .ibdev = device});
+  }
+  const net::NetworkConfig config = builder.build();
+  std::mutex mutex;
+  std::exception_ptr first_error;
+  std::vector<std::thread> threads;
+  for (std::uint32_t rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        net::Exchanger exchanger(config, rank, {.timeout = 20s});
+        const Context context = open_device(device);
+        const ProtectionDomain pd(context);
+        net::Node node = net::NodeBuilder(pd, rank, world)
+                             .queue_pair(test_settings(context))
+                             .barrier_timeout(20s)
+                             .wait_mode(mode)
+                             .build()
+                             .connect(exchanger);
+        body(node);
+      } catch (...) {
+        const std::lock_guard lock(mutex);
+        if (!first_error) first_error = std::current_exception();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+TEST(NodeWait, BarriersInBlockingModeHoldEveryoneAndALateRankCostsLittleCpu) {
+  constexpr std::uint32_t kWorld = 3;
+  constexpr std::size_t kRounds = 20;
+  std::vector<std::atomic<std::uint32_t>> arrived(kRounds);
+  std::array<std::chrono::nanoseconds, kWorld> cpu{};
+  std::array<std::chrono::nanoseconds, kWorld> waited{};
+  run_ranks(kWorld, WaitMode::block(), [&](net::Node& node) {
+    EXPECT_EQ(node.completion_fd(), node.channel(node.peers().front()).completion_fd());
+    for (std::size_t i = 0; i < kRounds; ++i) {
+      arrived[i].fetch_add(1);
+      node.barrier();
+      ASSERT_EQ(arrived[i].load(), kWorld) << "rank " << node.rank() << " left barrier " << i;
+    }
+    // The last rank comes late: the others wait in the barrier, sleeping.
+    if (node.rank() == kWorld - 1) std::this_thread::sleep_for(kLateBy);
+    const auto before = thread_cpu_time();
+    const auto started = Clock::now();
+    node.barrier();
+    waited.at(node.rank()) = Clock::now() - started;
+    cpu.at(node.rank()) = thread_cpu_time() - before;
+  });
+  for (std::uint32_t rank = 0; rank + 1 < kWorld; ++rank) {
+    EXPECT_TRUE(slept(cpu.at(rank), waited.at(rank))) << "rank " << rank << " in a barrier";
+  }
+}
+
+}  // namespace
+}  // namespace ibv::test
