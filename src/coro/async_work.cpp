@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "channel/channel_core.hpp"
 #include "ibv/verbs/error.hpp"
 
 namespace ibv {
@@ -41,7 +42,7 @@ void AsyncWork::suspend(EventLoop* loop, std::coroutine_handle<> coroutine) {
     throw Error(ErrorKind::state, operation_, EINVAL, "awaited in a task that runs on no loop",
                 "spawn the task on an ibv::EventLoop");
   }
-  loop->watch(this, &AsyncWork::ready, coroutine);
+  loop->watch(this, kWaiterOps, coroutine);
   loop_ = loop;
 }
 
@@ -50,6 +51,34 @@ bool AsyncWork::ready(void* self, std::chrono::steady_clock::time_point now) {
   if (work.work_.poll()) return true;
   if (now >= work.deadline_) work.timed_out_ = true;
   return work.timed_out_;
+}
+
+const detail::WaiterOps AsyncWork::kWaiterOps{
+    .ready = &AsyncWork::ready,
+    .deadline = &AsyncWork::deadline,
+    .fd = &AsyncWork::fd,
+    .arm = &AsyncWork::arm,
+    .consume = &AsyncWork::consume,
+};
+
+std::chrono::steady_clock::time_point AsyncWork::deadline(const void* self) {
+  return static_cast<const AsyncWork*>(self)->deadline_;
+}
+
+int AsyncWork::fd(const void* self) {
+  const auto& core = static_cast<const AsyncWork*>(self)->work_.core_;
+  if (!core || !core->completion_queue().channel()) return -1;
+  return core->completion_fd();
+}
+
+void AsyncWork::arm(void* self) {
+  if (const auto& core = static_cast<AsyncWork*>(self)->work_.core_) core->arm_completion_fd();
+}
+
+void AsyncWork::consume(void* self) {
+  if (const auto& core = static_cast<AsyncWork*>(self)->work_.core_) {
+    core->consume_completion_events();
+  }
 }
 
 WorkCompletion AsyncWork::await_resume() {

@@ -1,8 +1,13 @@
-// EventLoop: spawning, the pass that resumes ready coroutines, and reaping finished tasks.
+// EventLoop: spawning, the pass that resumes ready coroutines, reaping finished tasks, and
+// sleeping on the completion fds between passes.
 #include "ibv/coro/event_loop.hpp"
+
+#include <poll.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <limits>
+#include <string>
 #include <utility>
 
 #include "ibv/verbs/error.hpp"
@@ -28,8 +33,17 @@ void EventLoop::spawn(Task<> task) {
   tasks_.push_back(std::move(task));
 }
 
-void EventLoop::watch(void* waiter, detail::ReadyCheck ready, std::coroutine_handle<> coroutine) {
-  watched_.push_back({waiter, ready, coroutine});
+void EventLoop::watch(void* waiter, const detail::WaiterOps& ops,
+                      std::coroutine_handle<> coroutine) {
+  if (idle_.sleeps() && ops.fd(waiter) < 0) {
+    throw Error(ErrorKind::state, "EventLoop", EINVAL,
+                "this loop sleeps between passes (WaitMode " +
+                    std::string(to_string(idle_.strategy)) +
+                    "), and the awaited operation's channel has no completion channel",
+                "build the channel with ChannelBuilder::completion_channel or a sleeping "
+                "wait_mode, or use a spinning loop");
+  }
+  watched_.push_back({waiter, &ops, coroutine});
 }
 
 void EventLoop::unwatch(const void* waiter) noexcept {
@@ -55,11 +69,22 @@ std::size_t EventLoop::run_once() {
   };
   const Reset reset(running_);
 
+  if (armed_) {
+    // Read and acknowledge the events of the last sleep before anything is armed again.
+    armed_ = false;
+    std::vector<int> consumed;
+    for (const auto& entry : watched_) {
+      const int fd = entry.ops->fd(entry.waiter);
+      if (fd < 0 || std::find(consumed.begin(), consumed.end(), fd) != consumed.end()) continue;
+      consumed.push_back(fd);
+      entry.ops->consume(entry.waiter);
+    }
+  }
   // Move what is ready to the queue, then resume only what the queue held at the start, so
   // that a pass ends even when the resumed tasks keep making more work ready.
   const auto now = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < watched_.size();) {
-    if (watched_[i].ready(watched_[i].waiter, now)) {
+    if (watched_[i].ops->ready(watched_[i].waiter, now)) {
       ready_.push_back(watched_[i]);
       watched_[i] = watched_.back();
       watched_.pop_back();
@@ -81,12 +106,75 @@ std::size_t EventLoop::run_once() {
 bool EventLoop::run(std::optional<std::chrono::nanoseconds> timeout) {
   const auto deadline =
       timeout ? std::optional(std::chrono::steady_clock::now() + *timeout) : std::nullopt;
+  last_progress_ = std::chrono::steady_clock::now();
   while (!tasks_.empty() || !failures_.empty()) {
-    run_once();
+    const auto resumed = run_once();
     if (tasks_.empty()) break;
-    if (deadline && std::chrono::steady_clock::now() >= *deadline) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (deadline && now >= *deadline) return false;
+    if (resumed > 0) {
+      last_progress_ = now;
+    } else {
+      idle(deadline);
+    }
   }
   return true;
+}
+
+void EventLoop::idle(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  using Clock = std::chrono::steady_clock;
+  if (idle_.strategy == WaitStrategy::spin) return;
+  if (idle_.strategy == WaitStrategy::spin_then_block &&
+      Clock::now() - last_progress_ < idle_.spin_for) {
+    return;
+  }
+  if (!arm_for_sleep()) return;
+  auto until = next_deadline();
+  if (deadline && (!until || *deadline < *until)) until = deadline;
+  std::vector<pollfd> fds;
+  for (const int fd : completion_fds()) fds.push_back({.fd = fd, .events = POLLIN, .revents = 0});
+  int timeout_ms = -1;  // no deadline: only a completion ends the sleep
+  if (until) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*until - Clock::now()).count();
+    timeout_ms = static_cast<int>(std::clamp<long long>(left, 0, std::numeric_limits<int>::max()));
+  }
+  // EINTR or a wake-up without a completion just means another pass.
+  (void)::poll(fds.data(), fds.size(), timeout_ms);
+}
+
+bool EventLoop::arm_for_sleep() {
+  if (!ready_.empty()) return false;
+  for (const auto& entry : watched_) {
+    if (entry.ops->fd(entry.waiter) < 0) {
+      throw Error(ErrorKind::state, "EventLoop::arm_for_sleep", EINVAL,
+                  "a suspended operation's channel has no completion channel",
+                  "build the channel with ChannelBuilder::completion_channel or a sleeping "
+                  "wait_mode");
+    }
+  }
+  armed_ = true;
+  for (const auto& entry : watched_) entry.ops->arm(entry.waiter);
+  const auto now = std::chrono::steady_clock::now();
+  return std::none_of(watched_.begin(), watched_.end(),
+                      [now](const Watched& entry) { return entry.ops->ready(entry.waiter, now); });
+}
+
+std::vector<int> EventLoop::completion_fds() const {
+  std::vector<int> fds;
+  for (const auto& entry : watched_) {
+    const int fd = entry.ops->fd(entry.waiter);
+    if (fd >= 0 && std::find(fds.begin(), fds.end(), fd) == fds.end()) fds.push_back(fd);
+  }
+  return fds;
+}
+
+std::optional<std::chrono::steady_clock::time_point> EventLoop::next_deadline() const {
+  std::optional<std::chrono::steady_clock::time_point> earliest;
+  for (const auto& entry : watched_) {
+    const auto deadline = entry.ops->deadline(entry.waiter);
+    if (!earliest || deadline < *earliest) earliest = deadline;
+  }
+  return earliest;
 }
 
 void EventLoop::reap() {

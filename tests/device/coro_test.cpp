@@ -9,7 +9,14 @@
 //   on, the orphaned receive takes the next message);
 // - a task destroyed while suspended on a receive: the request is settled as a dropped
 //   PendingWork (bounded wait, then orphaned), the channel stays usable;
-// - MultiChannel: the peer-addressed forms.
+// - MultiChannel: the peer-addressed forms;
+// - a loop that sleeps (WaitMode::block) on the completion fds: its thread's CPU time while a
+//   message takes 1 s to come stays well below 1 s; timeouts still end the sleep; a channel
+//   without a completion channel is refused at the co_await; and the loop driven from a
+//   caller's own poll(2) loop (run_once, arm_for_sleep, completion_fds, next_deadline).
+#include <poll.h>
+#include <time.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -18,6 +25,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -45,12 +53,39 @@ class CoroTest : public ::testing::Test {
   void connect(ChannelTimeouts timeouts) {
     a.reset();
     b.reset();
-    QueuePairSettings settings;
-    settings.rnr_retry = RnrRetryCount::infinite();
-    settings.gid_index = test_gid_index(context);
-    auto [channel_a, channel_b] = connect_channel_pair(pd, settings, timeouts);
+    auto [channel_a, channel_b] = connect_channel_pair(pd, settings(), timeouts);
     a.emplace(std::move(channel_a));
     b.emplace(std::move(channel_b));
+  }
+
+  QueuePairSettings settings() const {
+    QueuePairSettings result;
+    result.rnr_retry = RnrRetryCount::infinite();
+    result.gid_index = test_gid_index(context);
+    return result;
+  }
+
+  /// Rebuilds a and b with completion channels (the library's own waits keep spinning): each
+  /// its own, or both the same one.
+  void connect_with_completion_channels(bool shared) {
+    a.reset();
+    b.reset();
+    const CompletionChannel first(context);
+    const CompletionChannel second = shared ? first : CompletionChannel(context);
+    auto prepared_a = ChannelBuilder(pd)
+                          .queue_pair(settings())
+                          .timeouts(kTimeouts)
+                          .completion_channel(first)
+                          .build();
+    auto prepared_b = ChannelBuilder(pd)
+                          .queue_pair(settings())
+                          .timeouts(kTimeouts)
+                          .completion_channel(second)
+                          .build();
+    const Endpoint endpoint_a = prepared_a.endpoint();
+    const Endpoint endpoint_b = prepared_b.endpoint();
+    a.emplace(std::move(prepared_a).handshake(endpoint_b));
+    b.emplace(std::move(prepared_b).handshake(endpoint_a));
   }
 
   std::span<std::byte> a_bytes(std::size_t offset, std::size_t length) {
@@ -279,10 +314,7 @@ TEST_F(CoroTest, ATaskDestroyedWhileItAwaitsAReceiveSettlesTheRequest) {
 }
 
 TEST_F(CoroTest, MultiChannelPeerForms) {
-  QueuePairSettings settings;
-  settings.rnr_retry = RnrRetryCount::infinite();
-  settings.gid_index = test_gid_index(context);
-  auto world = connect_local_world(pd, 2, settings, kTimeouts);
+  auto world = connect_local_world(pd, 2, settings(), kTimeouts);
   // Tagged with rank 1 itself: not the peer addressed below.
   const PeerRemoteMemoryRegion b_region(1, remote_b(0, kSize));
   auto rank0 = [&]() -> Task<> {
@@ -308,6 +340,107 @@ TEST_F(CoroTest, MultiChannelPeerForms) {
   loop.spawn(rank1());
   loop.spawn(rank0());
   EXPECT_TRUE(loop.run(30s));
+}
+
+/// CPU time of the calling thread.
+std::chrono::nanoseconds thread_cpu_time() {
+  timespec now{};
+  EXPECT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now), 0);
+  return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
+}
+
+TEST_F(CoroTest, ASleepingLoopWaitsForAMessageWithoutSpinning) {
+  connect_with_completion_channels(false);
+  fill_pattern(a_bytes(0, 128), 5);
+  std::optional<std::uint32_t> length;
+  auto receives = [&]() -> Task<> {
+    length = (co_await async_receive(*b, scatter_b(0, 128), 10s)).byte_length();
+  };
+  EventLoop loop(WaitMode::block());
+  loop.spawn(receives());
+  loop.run_once();  // the receive is posted before the sender starts its second
+  // Channel a belongs to the sender thread from here on, b to this one.
+  std::thread sender([&] {
+    std::this_thread::sleep_for(1s);
+    a->send(gather_a(0, 128));
+  });
+  const auto cpu_before = thread_cpu_time();
+  const bool finished = loop.run(20s);
+  const auto cpu = thread_cpu_time() - cpu_before;
+  sender.join();
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(length, std::optional<std::uint32_t>(128));
+  EXPECT_TRUE(same_bytes(a_bytes(0, 128), b_bytes(0, 128)));
+  // A spinning loop would burn about the whole second (the thread runs all the time); the
+  // sleeping one wakes up for the completion only. A bound, not a timing measurement.
+  EXPECT_LT(cpu, 300ms) << "loop thread CPU time " << cpu.count() << " ns over a 1 s wait";
+}
+
+TEST_F(CoroTest, ASleepingLoopWakesUpForATimeout) {
+  connect_with_completion_channels(false);
+  std::optional<ErrorKind> kind;
+  auto waits = [&]() -> Task<> {
+    try {
+      co_await async_receive(*b, scatter_b(0, 64), 200ms);
+    } catch (const Error& error) {
+      kind = error.kind();
+    }
+  };
+  EventLoop loop(WaitMode::spin_then_block(100us));
+  loop.spawn(waits());
+  EXPECT_TRUE(loop.run(20s));
+  EXPECT_EQ(kind, ErrorKind::timeout);
+  // The orphaned receive takes the next message.
+  a->send(gather_a(0, 64));
+}
+
+TEST_F(CoroTest, ASleepingLoopRefusesAChannelWithoutACompletionChannel) {
+  std::optional<ErrorKind> kind;
+  auto sends = [&]() -> Task<> {
+    auto received = b->post_receive(scatter_b(0, 8));
+    try {
+      co_await async_send(*a, gather_a(0, 8));
+    } catch (const Error& error) {
+      kind = error.kind();
+    }
+    // The send was posted before the co_await refused it: it completes; its AsyncWork settled
+    // it on the way out (a dropped PendingWork waits for its completion).
+    EXPECT_EQ(received.wait().byte_length(), 8U);
+  };
+  EventLoop loop(WaitMode::block());
+  loop.spawn(sends());
+  EXPECT_TRUE(loop.run(20s));
+  EXPECT_EQ(kind, ErrorKind::state);
+}
+
+TEST_F(CoroTest, DrivenFromTheCallersOwnPollLoop) {
+  connect_with_completion_channels(true);
+  constexpr int kCount = 10;
+  int pongs = 0;
+  EventLoop loop;  // spins in run(), but run() is not used here
+  loop.spawn(ponger(kCount));
+  loop.spawn(pinger(kCount, pongs));
+  int sleeps = 0;
+  const auto give_up = std::chrono::steady_clock::now() + 30s;
+  while (loop.task_count() > 0 && std::chrono::steady_clock::now() < give_up) {
+    loop.run_once();
+    if (loop.task_count() == 0 || !loop.arm_for_sleep()) continue;
+    const auto fds = loop.completion_fds();
+    EXPECT_EQ(fds.size(), 1U) << "both channels share one completion channel";
+    std::vector<pollfd> watch;
+    for (const int fd : fds) watch.push_back({.fd = fd, .events = POLLIN, .revents = 0});
+    int timeout_ms = 1000;
+    if (const auto deadline = loop.next_deadline()) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      timeout_ms = static_cast<int>(std::clamp<long long>(left.count(), 0, 1000));
+    }
+    ::poll(watch.data(), watch.size(), timeout_ms);
+    ++sleeps;
+  }
+  EXPECT_EQ(loop.task_count(), 0U);
+  EXPECT_EQ(pongs, kCount);
+  EXPECT_GT(sleeps, 0) << "the loop never had to wait for a completion";
 }
 
 }  // namespace

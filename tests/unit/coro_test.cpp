@@ -5,6 +5,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,6 +17,16 @@
 #include "ibv/verbs/error.hpp"
 
 namespace {
+
+/// WaiterOps of a test awaitable with no fd: `Ready(self)` says when to resume.
+template <bool (*Ready)(void*)>
+constexpr ibv::detail::WaiterOps kOps{
+    .ready = [](void* self, std::chrono::steady_clock::time_point /*now*/) { return Ready(self); },
+    .deadline = [](const void* /*self*/) { return std::chrono::steady_clock::time_point::max(); },
+    .fd = [](const void* /*self*/) { return -1; },
+    .arm = [](void* /*self*/) {},
+    .consume = [](void* /*self*/) {},
+};
 
 /// A flag a task can co_await: the loop resumes the task on the first pass after fire(), as it
 /// resumes a task whose posted request has completed.
@@ -36,13 +47,11 @@ class Trigger {
     [[nodiscard]] bool await_ready() const noexcept { return trigger_->fired_; }
     template <ibv::detail::TaskPromise Promise>
     void await_suspend(std::coroutine_handle<Promise> coroutine) {
+      coroutine.promise().loop()->watch(this, kOps<&Awaiter::ready>, coroutine);
       loop_ = coroutine.promise().loop();
-      loop_->watch(this, &Awaiter::ready, coroutine);
     }
     void await_resume() noexcept { loop_ = nullptr; }
-    static bool ready(void* self, std::chrono::steady_clock::time_point /*now*/) {
-      return static_cast<Awaiter*>(self)->trigger_->fired_;
-    }
+    static bool ready(void* self) { return static_cast<Awaiter*>(self)->trigger_->fired_; }
 
    private:
     const Trigger* trigger_;
@@ -68,11 +77,11 @@ class NextPass {
   [[nodiscard]] static bool await_ready() noexcept { return false; }
   template <ibv::detail::TaskPromise Promise>
   void await_suspend(std::coroutine_handle<Promise> coroutine) {
+    coroutine.promise().loop()->watch(this, kOps<&NextPass::ready>, coroutine);
     loop_ = coroutine.promise().loop();
-    loop_->watch(this, &NextPass::ready, coroutine);
   }
   void await_resume() noexcept { loop_ = nullptr; }
-  static bool ready(void* /*self*/, std::chrono::steady_clock::time_point /*now*/) { return true; }
+  static bool ready(void* /*self*/) { return true; }
 
  private:
   ibv::EventLoop* loop_ = nullptr;
@@ -305,6 +314,30 @@ TEST(EventLoop, RejectsRunningItselfFromATaskAndMovedFromTasks) {
   EXPECT_TRUE(threw);
   ibv::Task<> empty;
   EXPECT_THROW(loop.spawn(std::move(empty)), ibv::Error);
+}
+
+TEST(EventLoop, ASleepingLoopRefusesAnAwaitableWithoutAnFd) {
+  Trigger trigger;
+  std::optional<ibv::ErrorKind> kind;
+  auto waits = [&]() -> ibv::Task<> {
+    try {
+      co_await trigger;
+    } catch (const ibv::Error& error) {
+      kind = error.kind();
+    }
+  };
+  ibv::EventLoop loop(ibv::WaitMode::block());
+  loop.spawn(waits());
+  EXPECT_TRUE(loop.run(std::chrono::seconds(10)));
+  EXPECT_EQ(kind, ibv::ErrorKind::state);
+}
+
+TEST(EventLoop, WithNothingSuspendedHasNoFdsAndNoDeadline) {
+  ibv::EventLoop loop(ibv::WaitMode::block());
+  EXPECT_TRUE(loop.completion_fds().empty());
+  EXPECT_FALSE(loop.next_deadline().has_value());
+  EXPECT_TRUE(loop.arm_for_sleep());
+  EXPECT_TRUE(loop.run());  // no tasks: returns at once
 }
 
 }  // namespace

@@ -62,8 +62,13 @@ class [[nodiscard]] AsyncWork {
   [[nodiscard]] const PendingWork& work() const noexcept { return work_; }
 
  private:
-  /// detail::ReadyCheck for the loop: completion arrived, or deadline passed.
+  /// What the loop calls (detail::WaiterOps), on the request's channel.
+  static const detail::WaiterOps kWaiterOps;
   static bool ready(void* self, std::chrono::steady_clock::time_point now);
+  static std::chrono::steady_clock::time_point deadline(const void* self);
+  static int fd(const void* self);
+  static void arm(void* self);
+  static void consume(void* self);
   void suspend(EventLoop* loop, std::coroutine_handle<> coroutine);
 
   PendingWork work_;
