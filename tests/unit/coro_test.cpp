@@ -74,7 +74,8 @@ class NextPass {
   ~NextPass() {
     if (loop_ != nullptr) loop_->unwatch(this);
   }
-  [[nodiscard]] static bool await_ready() noexcept { return false; }
+  // NOLINTNEXTLINE(readability-convert-member-functions-to-static): called on the awaitable
+  [[nodiscard]] bool await_ready() const noexcept { return false; }
   template <ibv::detail::TaskPromise Promise>
   void await_suspend(std::coroutine_handle<Promise> coroutine) {
     coroutine.promise().loop()->watch(this, kOps<&NextPass::ready>, coroutine);

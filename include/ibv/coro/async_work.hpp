@@ -48,7 +48,8 @@ class [[nodiscard]] AsyncWork {
   ~AsyncWork();
 
   /// False: the task always goes through its loop (see above).
-  [[nodiscard]] static bool await_ready() noexcept { return false; }
+  // NOLINTNEXTLINE(readability-convert-member-functions-to-static): called on the awaitable
+  [[nodiscard]] bool await_ready() const noexcept { return false; }
   /// Suspends the task until its loop sees the completion or the deadline pass. Throws
   /// ibv::Error (state) if the task does not run on a loop.
   template <detail::TaskPromise Promise>

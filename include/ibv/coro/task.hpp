@@ -26,12 +26,15 @@ void notify_task_finished(EventLoop* loop) noexcept;
 class TaskPromiseBase {
  public:
   /// Tasks are lazy: nothing runs until the task is awaited or spawned on a loop.
-  static std::suspend_always initial_suspend() noexcept { return {}; }
+  // Members, not static: the compiler calls them on the promise object.
+  // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
+  std::suspend_always initial_suspend() noexcept { return {}; }
 
   /// At the end, control goes straight to the awaiting task (symmetric transfer, so chains
   /// of tasks that finish at once do not grow the stack); a spawned task tells its loop.
   struct FinalAwaiter {
-    [[nodiscard]] static bool await_ready() noexcept { return false; }
+    // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
+    [[nodiscard]] bool await_ready() const noexcept { return false; }
     template <typename Promise>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<Promise> self) noexcept {
       TaskPromiseBase& promise = self.promise();
@@ -39,9 +42,11 @@ class TaskPromiseBase {
       if (promise.loop_ != nullptr) notify_task_finished(promise.loop_);
       return std::noop_coroutine();
     }
-    static void await_resume() noexcept {}
+    // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
+    void await_resume() const noexcept {}
   };
-  static FinalAwaiter final_suspend() noexcept { return {}; }
+  // NOLINTNEXTLINE(readability-convert-member-functions-to-static)
+  FinalAwaiter final_suspend() noexcept { return {}; }
 
   void unhandled_exception() noexcept { exception_ = std::current_exception(); }
 
