@@ -15,13 +15,13 @@
 //   without a completion channel is refused at the co_await; and the loop driven from a
 //   caller's own poll(2) loop (run_once, arm_for_sleep, completion_fds, next_deadline).
 #include <poll.h>
-#include <time.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <optional>
 #include <span>
 #include <string>
@@ -180,8 +180,8 @@ TEST_F(CoroTest, ManyOperationsFromSeveralTasksOnOneLoop) {
       const std::size_t offset = base + piece * kPiece;
       writes.push_back(async_write(*a, gather_a(offset, kPiece), remote_b(offset, kPiece)));
     }
-    for (auto it = writes.rbegin(); it != writes.rend(); ++it) {
-      AsyncWork& write = *it;
+    for (std::size_t i = writes.size(); i > 0; --i) {  // the last posted first
+      AsyncWork& write = writes[i - 1];
       const WorkCompletion done = co_await write;
       EXPECT_EQ(done.opcode(), WorkOpcode::rdma_write);
     }
@@ -424,6 +424,7 @@ int drive_with_poll(EventLoop& loop, std::size_t expected_fds) {
     const auto fds = loop.completion_fds();
     EXPECT_EQ(fds.size(), expected_fds);
     std::vector<pollfd> watch;
+    watch.reserve(fds.size());
     for (const int fd : fds) watch.push_back({.fd = fd, .events = POLLIN, .revents = 0});
     int timeout_ms = 1000;
     if (const auto deadline = loop.next_deadline()) {
