@@ -58,3 +58,10 @@
 #include "ibv/net/node.hpp"
 #include "ibv/net/node_endpoint.hpp"
 #include "ibv/net/wire.hpp"
+
+// On top of layers 2-3: C++20 coroutines (Task, EventLoop, an awaitable per operation).
+#include "ibv/coro/async_channel.hpp"
+#include "ibv/coro/async_multi_channel.hpp"
+#include "ibv/coro/async_work.hpp"
+#include "ibv/coro/event_loop.hpp"
+#include "ibv/coro/task.hpp"

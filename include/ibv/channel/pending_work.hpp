@@ -10,6 +10,8 @@
 
 namespace ibv {
 
+class AsyncWork;
+
 namespace detail {
 class ChannelCore;
 class ScopeWork;
@@ -59,6 +61,7 @@ class [[nodiscard]] PendingWork {
 
  private:
   friend class detail::ScopeWork;
+  friend class AsyncWork;  // the coroutine layer orphans on timeout, as the blocking calls do
   void settle() noexcept;
   /// The channel's operation timeout (0 for a moved-from handle).
   [[nodiscard]] std::chrono::milliseconds operation_timeout() const noexcept;

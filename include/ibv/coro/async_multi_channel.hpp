@@ -1,0 +1,39 @@
+// The coroutine forms of the MultiChannel's one-peer operations: each posts one request to
+// `peer` at once and returns the AsyncWork to co_await in an ibv::Task.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "ibv/coro/async_work.hpp"
+#include "ibv/multi_channel/multi_channel.hpp"
+#include "ibv/multi_channel/peer_remote_memory_region.hpp"
+#include "ibv/verbs/scatter_gather.hpp"
+
+namespace ibv {
+
+// As the Channel forms (async_channel.hpp), with the peer checked as MultiChannel's blocking
+// calls check it (this rank, or not below the world size, or a region tagged with another peer:
+// ibv::Error (invalid_argument) before anything is posted). Default timeout: the
+// MultiChannel's operation timeout. Several peers at once: post one per peer and await each.
+
+AsyncWork async_send(MultiChannel& channels, std::uint32_t peer,
+                     std::span<const GatherElement> data, MultiChannel::Timeout timeout = {});
+AsyncWork async_send_with_immediate(MultiChannel& channels, std::uint32_t peer,
+                                    std::span<const GatherElement> data, std::uint32_t immediate,
+                                    MultiChannel::Timeout timeout = {});
+AsyncWork async_receive(MultiChannel& channels, std::uint32_t peer,
+                        std::span<const ScatterElement> into, MultiChannel::Timeout timeout = {});
+AsyncWork async_write(MultiChannel& channels, std::uint32_t peer,
+                      std::span<const GatherElement> data,
+                      const PeerRemoteMemoryRegion& destination,
+                      MultiChannel::Timeout timeout = {});
+AsyncWork async_write_with_immediate(MultiChannel& channels, std::uint32_t peer,
+                                     std::span<const GatherElement> data,
+                                     const PeerRemoteMemoryRegion& destination,
+                                     std::uint32_t immediate, MultiChannel::Timeout timeout = {});
+AsyncWork async_read(MultiChannel& channels, std::uint32_t peer,
+                     std::span<const ScatterElement> into, const PeerRemoteMemoryRegion& source,
+                     MultiChannel::Timeout timeout = {});
+
+}  // namespace ibv

@@ -1,0 +1,83 @@
+// AsyncWork: the awaitable of one posted request (a PendingWork) for ibv::Task coroutines, with
+// a timeout. Every operation of the coroutine interface (async_channel.hpp,
+// async_multi_channel.hpp) returns one.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <optional>
+
+#include "ibv/channel/pending_work.hpp"
+#include "ibv/coro/event_loop.hpp"
+#include "ibv/coro/task.hpp"
+#include "ibv/verbs/work_completion.hpp"
+
+namespace ibv {
+
+/// `co_await` on it, inside an ibv::Task running on an EventLoop, gives the request's
+/// WorkCompletion, as the blocking calls do:
+/// - a failed completion throws ibv::WorkError;
+/// - no completion within the timeout (counted from the AsyncWork's construction, which for
+///   the async_* functions is the post) throws ibv::Error (timeout), and the request is
+///   orphaned as a blocking call's: it stays posted, and its buffers in use, until it
+///   completes or the channel is destroyed (a timed-out receive takes the next message).
+/// co_await always suspends the task once, even when the completion is already there, and its
+/// loop resumes it on the first pass that finds the completion (or the deadline passed): so a
+/// task that posts and awaits in a loop can not starve the loop's other tasks (Soft-RoCE often
+/// completes a request inside the post).
+///
+/// Destroyed without having delivered its completion (never awaited, or its task destroyed
+/// while suspended on it), it settles the request as its PendingWork does: it waits for the
+/// completion, at most the channel's drop timeout, then orphans it and logs. So the device
+/// never touches buffers that the program believes free, at the price of that bounded wait in
+/// the destructor (let operations finish or time out before destroying their tasks).
+///
+/// Move-only, and only movable before it is awaited.
+class [[nodiscard]] AsyncWork {
+ public:
+  /// Awaits `work` for at most `timeout` (default: its channel's operation timeout).
+  /// `operation` names the call in errors; it must outlive the AsyncWork (a string literal).
+  /// Throws ibv::Error (invalid_argument) for a timeout that is not positive or a moved-from
+  /// `work` (the request is then settled as a dropped PendingWork).
+  explicit AsyncWork(PendingWork work, std::optional<std::chrono::nanoseconds> timeout = {},
+                     const char* operation = "ibv::AsyncWork");
+  AsyncWork(AsyncWork&& other) noexcept;
+  AsyncWork& operator=(AsyncWork&&) = delete;
+  AsyncWork(const AsyncWork&) = delete;
+  AsyncWork& operator=(const AsyncWork&) = delete;
+  ~AsyncWork();
+
+  /// False: the task always goes through its loop (see above).
+  // NOLINTNEXTLINE(readability-convert-member-functions-to-static): called on the awaitable
+  [[nodiscard]] bool await_ready() const noexcept { return false; }
+  /// Suspends the task until its loop sees the completion or the deadline pass. Throws
+  /// ibv::Error (state) if the task does not run on a loop.
+  template <detail::TaskPromise Promise>
+  void await_suspend(std::coroutine_handle<Promise> coroutine) {
+    suspend(coroutine.promise().loop(), coroutine);
+  }
+  /// The completion; throws ibv::WorkError (failed) or ibv::Error (timeout), see above.
+  WorkCompletion await_resume();
+
+  /// The request's handle (e.g. for its wr_id).
+  [[nodiscard]] const PendingWork& work() const noexcept { return work_; }
+
+ private:
+  /// What the loop calls (detail::WaiterOps), on the request's channel.
+  static const detail::WaiterOps kWaiterOps;
+  static bool ready(void* self, std::chrono::steady_clock::time_point now);
+  static std::chrono::steady_clock::time_point deadline(const void* self);
+  static int fd(const void* self);
+  static void arm(void* self);
+  static void consume(void* self);
+  void suspend(EventLoop* loop, std::coroutine_handle<> coroutine);
+
+  PendingWork work_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::nanoseconds timeout_;
+  const char* operation_;
+  EventLoop* loop_ = nullptr;  // while suspended on it (watched)
+  bool timed_out_ = false;
+};
+
+}  // namespace ibv

@@ -1,0 +1,102 @@
+// AsyncWork: polling a PendingWork on behalf of a suspended task, its timeout and orphaning.
+#include "ibv/coro/async_work.hpp"
+
+#include <cerrno>
+#include <string>
+#include <utility>
+
+#include "channel/channel_core.hpp"
+#include "ibv/verbs/error.hpp"
+
+namespace ibv {
+
+AsyncWork::AsyncWork(PendingWork work, std::optional<std::chrono::nanoseconds> timeout,
+                     const char* operation)
+    : work_(std::move(work)),
+      timeout_(timeout.value_or(work_.operation_timeout())),
+      operation_(operation) {
+  if (!work_.core_ && !work_.is_complete()) {
+    throw_invalid_argument(operation_, "work", "is a moved-from PendingWork");
+  }
+  if (timeout_.count() <= 0) {
+    throw_invalid_argument(operation_, "timeout " + std::to_string(timeout_.count()) + " ns",
+                           "is not positive");
+  }
+  deadline_ = std::chrono::steady_clock::now() + timeout_;
+}
+
+AsyncWork::AsyncWork(AsyncWork&& other) noexcept
+    : work_(std::move(other.work_)),
+      deadline_(other.deadline_),
+      timeout_(other.timeout_),
+      operation_(other.operation_),
+      timed_out_(other.timed_out_) {}
+
+AsyncWork::~AsyncWork() {
+  if (loop_ != nullptr) loop_->unwatch(this);
+  // work_'s destructor settles a request whose completion nobody took (bounded wait).
+}
+
+void AsyncWork::suspend(EventLoop* loop, std::coroutine_handle<> coroutine) {
+  if (loop == nullptr) {
+    throw Error(ErrorKind::state, operation_, EINVAL, "awaited in a task that runs on no loop",
+                "spawn the task on an ibv::EventLoop");
+  }
+  loop->watch(this, kWaiterOps, coroutine);
+  loop_ = loop;
+}
+
+bool AsyncWork::ready(void* self, std::chrono::steady_clock::time_point now) {
+  auto& work = *static_cast<AsyncWork*>(self);
+  if (work.work_.poll()) return true;
+  if (now >= work.deadline_) work.timed_out_ = true;
+  return work.timed_out_;
+}
+
+const detail::WaiterOps AsyncWork::kWaiterOps{
+    .ready = &AsyncWork::ready,
+    .deadline = &AsyncWork::deadline,
+    .fd = &AsyncWork::fd,
+    .arm = &AsyncWork::arm,
+    .consume = &AsyncWork::consume,
+};
+
+std::chrono::steady_clock::time_point AsyncWork::deadline(const void* self) {
+  return static_cast<const AsyncWork*>(self)->deadline_;
+}
+
+int AsyncWork::fd(const void* self) {
+  const auto& core = static_cast<const AsyncWork*>(self)->work_.core_;
+  if (!core || !core->completion_queue().channel()) return -1;
+  return core->completion_fd();
+}
+
+void AsyncWork::arm(void* self) {
+  if (const auto& core = static_cast<AsyncWork*>(self)->work_.core_) core->arm_completion_fd();
+}
+
+void AsyncWork::consume(void* self) {
+  if (const auto& core = static_cast<AsyncWork*>(self)->work_.core_) {
+    core->consume_completion_events();
+  }
+}
+
+WorkCompletion AsyncWork::await_resume() {
+  loop_ = nullptr;  // the loop forgets a waiter when it resumes it
+  if (const auto completion = work_.poll()) {
+    if (!completion->ok()) throw WorkError(*completion, operation_);
+    return *completion;
+  }
+  const auto wr_id = work_.wr_id();
+  work_.orphan();
+  throw Error(
+      ErrorKind::timeout, operation_, ETIMEDOUT,
+      "wr_id " + std::to_string(wr_id) + " did not complete within " +
+          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count()) +
+          " ms",
+      "the request stays posted, and its buffers in use, until it completes or the "
+      "channel is destroyed (a timed-out receive takes the next message); the channel "
+      "itself stays usable");
+}
+
+}  // namespace ibv
