@@ -5,8 +5,8 @@
 
 // Layer 1: verbs, a thin RAII layer over libibverbs.
 #include "ibv/verbs/access.hpp"
-#include "ibv/verbs/completion_channel.hpp"
 #include "ibv/verbs/async_event.hpp"
+#include "ibv/verbs/completion_channel.hpp"
 #include "ibv/verbs/completion_queue.hpp"
 #include "ibv/verbs/context.hpp"
 #include "ibv/verbs/device.hpp"
@@ -38,19 +38,21 @@
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/received_message.hpp"
 #include "ibv/channel/scope.hpp"
-#include "ibv/channel/wait_mode.hpp"
 #include "ibv/channel/shared_receive_pool.hpp"
+#include "ibv/channel/wait_mode.hpp"
 
 // Connection management with rdma_cm: Channel::connect and ChannelListener.
 #include "ibv/cm/channel_listener.hpp"
 #include "ibv/cm/connect_options.hpp"
 
-// Layer 4: network (so far: configuration, launcher ranks, barrier schedules).
+// Layer 3: multi_channel, one channel per peer on one protection domain.
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/multi_channel/multi_channel_scope.hpp"
 #include "ibv/multi_channel/peer_message.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/multi_channel/peer_request.hpp"
+
+// Layer 4: network, ranked nodes with a TCP endpoint exchanger and RDMA barriers.
 #include "ibv/net/barrier_schedule.hpp"
 #include "ibv/net/exchanger.hpp"
 #include "ibv/net/launcher.hpp"

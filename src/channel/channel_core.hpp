@@ -19,8 +19,8 @@
 
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/post_options.hpp"
-#include "ibv/channel/wait_mode.hpp"
 #include "ibv/channel/shared_receive_pool.hpp"
+#include "ibv/channel/wait_mode.hpp"
 #include "ibv/verbs/completion_queue.hpp"
 #include "ibv/verbs/queue_pair.hpp"
 #include "ibv/verbs/work_request.hpp"

@@ -1,7 +1,7 @@
 // MultiChannel's receives from a shared receive queue: the next message from any peer, the
 // peers visited in turn.
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -33,7 +33,6 @@ void check_timeout(const MultiChannel::Timeout& timeout, std::string_view operat
               "no message arrived from any peer within " + milliseconds(limit),
               "are the peers sending, and (on a plain shared receive queue) are receives posted?");
 }
-
 
 /// Calls `poll` until it gives a value or `limit` has passed, by the peers' WaitMode (every
 /// peer's channel has the same): spinning, or, in a mode that sleeps (after its spin), arming
