@@ -1,14 +1,16 @@
 // Device tests of connection management with rdma_cm: Channel::connect and ChannelListener on
 // the test device's IP address (IBV_TEST_IP, which the testbed sets): data both ways, several
 // channels on one listener sharing one protection domain, and every way a connection can fail
-// (no listener, unreachable address, rejected, accept timeout, peer disconnect, bad input) as a
-// clear ibv::Error within its timeout.
+// (no listener, unreachable address, rejected, accept timeout, peer disconnect, also while the
+// wait sleeps, bad input) as a clear ibv::Error within its timeout.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <future>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -194,6 +196,34 @@ TEST(Cm, PeerDisconnectFailsAWaitingReceive) {
   } catch (const WorkError& e) {
     EXPECT_EQ(e.status(), WorkStatus::work_request_flushed) << e.what();
   }
+}
+
+TEST(Cm, PeerDisconnectFailsAReceiveThatSleeps) {
+  // A sleeping wait is woken by completions only; the disconnect is an rdma_cm event, which the
+  // channel looks for between slices of its sleep.
+  auto options = quick_options();
+  options.wait_mode = WaitMode::block();
+  ChannelListener listener(test_ip(), 0, quick_options());
+  auto pair = connect_to(listener, options);
+  Channel client = std::move(pair.first);
+  ASSERT_EQ(client.wait_mode().strategy, WaitStrategy::block);
+  std::vector<std::byte> in(64);
+  const auto in_mr = client.protection_domain().register_local(in);
+  auto receive = client.post_receive(std::vector{in_mr.scatter_all()});
+  std::thread disconnect([server = std::move(pair.second)]() mutable {
+    std::this_thread::sleep_for(300ms);
+    const Channel gone = std::move(server);  // destroyed at the end of the scope: disconnects
+  });
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    const auto completion = receive.wait_for(4s);
+    ADD_FAILURE() << (completion ? "received after the peer disconnected"
+                                 : "the receive waited out its timeout");
+  } catch (const WorkError& e) {
+    EXPECT_EQ(e.status(), WorkStatus::work_request_flushed) << e.what();
+  }
+  disconnect.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
 }
 
 TEST(Cm, BadInputIsRejectedBeforeAnythingIsCreated) {

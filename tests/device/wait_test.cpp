@@ -3,7 +3,8 @@
 // modes (a blocked wait costs little CPU time, wakes for a completion that comes later, times
 // out at its deadline; spin_then_block), the completion fd in the caller's own epoll loop, and
 // a MultiChannel / Node whose peers share one completion channel (blocking waits across peers,
-// barriers in blocking mode).
+// barriers in blocking mode), and receives from a shared receive pool in blocking mode (one
+// channel; any peer of a MultiChannel).
 //
 // CPU-time bounds, not timings: a thread that waits ~1 s for a message must have used far less
 // than that of its own CPU time (CLOCK_THREAD_CPUTIME_ID), which a spinning wait can not.
@@ -384,6 +385,94 @@ std::vector<MultiChannel> local_world(const ProtectionDomain& pd, std::uint32_t 
     channels.push_back(std::move(prepared[rank]).handshake(remote[rank]));
   }
   return channels;
+}
+
+// --- Shared receive pools in a sleeping mode -------------------------------------------------
+
+TEST(SharedReceiveWait, ABlockedChannelOnAPoolSleepsUntilTheMessageArrives) {
+  const Context context = open_test_device();
+  const ProtectionDomain pd(context);
+  const SharedReceivePool pool(pd, 4, 64);
+  const auto settings = test_settings(context);
+  auto prepared_sender = ChannelBuilder(pd).queue_pair(settings).build();
+  auto prepared_receiver = ChannelBuilder(pd)
+                               .queue_pair(settings)
+                               .wait_mode(WaitMode::block())
+                               .shared_receive_pool(pool)
+                               .build();
+  const Endpoint sender_endpoint = prepared_sender.endpoint();
+  const Endpoint receiver_endpoint = prepared_receiver.endpoint();
+  Channel sender = std::move(prepared_sender).handshake(receiver_endpoint);
+  Channel receiver = std::move(prepared_receiver).handshake(sender_endpoint);
+
+  std::array<std::byte, 8> message{std::byte{7}};
+  const MemoryRegion mr = pd.register_local(std::span(message));
+  std::thread late([&] {
+    std::this_thread::sleep_for(kLateBy);
+    sender.send(std::array{mr.gather(std::span<const std::byte>(message))});
+  });
+  const auto cpu_before = thread_cpu_time();
+  const auto started = Clock::now();
+  std::optional<ReceivedMessage> received;
+  EXPECT_NO_THROW(received.emplace(receiver.receive_message(5s)));
+  const auto waited = Clock::now() - started;
+  const auto cpu = thread_cpu_time() - cpu_before;
+  late.join();
+  ASSERT_TRUE(received.has_value());
+  ASSERT_EQ(received->data().size(), message.size());
+  EXPECT_EQ(received->data()[0], std::byte{7});
+  EXPECT_GE(waited, kLateBy - 50ms) << "returned before the message was sent";
+  EXPECT_TRUE(slept(cpu, waited));
+}
+
+TEST(SharedReceiveWait, ABlockedReceiveFromAnyPeerSleepsUntilOneSends) {
+  const Context context = open_test_device();
+  const ProtectionDomain pd(context);
+  const SharedReceivePool pool(pd, 4, 64);
+  const auto settings = test_settings(context);
+  constexpr std::uint32_t kWorld = 3;
+  std::vector<PreparedMultiChannel> prepared;
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    MultiChannelBuilder builder(pd, rank, kWorld);
+    builder.queue_pair(settings).timeouts({.operation = 10s, .drop = 10s});
+    if (rank == 0) builder.wait_mode(WaitMode::block()).shared_receive_pool(pool);
+    prepared.push_back(builder.build());
+  }
+  std::vector<std::vector<std::optional<Endpoint>>> remote(
+      kWorld, std::vector<std::optional<Endpoint>>(kWorld));
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    for (std::uint32_t peer = 0; peer < kWorld; ++peer) {
+      if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
+    }
+  }
+  std::vector<MultiChannel> world;
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    world.push_back(std::move(prepared[rank]).handshake(remote[rank]));
+  }
+
+  std::array<std::byte, 8> message{std::byte{2}};
+  const MemoryRegion mr = pd.register_local(std::span(message));
+  std::thread late([&] {
+    std::this_thread::sleep_for(kLateBy);
+    world[2].send(0, std::array{mr.gather(std::span<const std::byte>(message))});
+  });
+  const auto cpu_before = thread_cpu_time();
+  const auto started = Clock::now();
+  std::optional<PeerMessage> received;
+  EXPECT_NO_THROW(received.emplace(world[0].receive_message_any(5s)));
+  const auto waited = Clock::now() - started;
+  const auto cpu = thread_cpu_time() - cpu_before;
+  late.join();
+  ASSERT_TRUE(received.has_value());
+  EXPECT_EQ(received->peer, 2U);
+  ASSERT_FALSE(received->message.data().empty());
+  EXPECT_EQ(received->message.data()[0], std::byte{2});
+  EXPECT_GE(waited, kLateBy - 50ms) << "returned before the message was sent";
+  EXPECT_TRUE(slept(cpu, waited));
+  // Nothing more comes: the wait ends at its deadline, still sleeping.
+  EXPECT_TRUE(throws_error(ErrorKind::timeout, [&] {
+    (void)world[0].receive_message_any(std::chrono::milliseconds(200));
+  }));
 }
 
 TEST(MultiChannelWait, PeersShareOneFdAndABlockedGatherUsesLittleCpu) {
