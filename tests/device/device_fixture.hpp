@@ -108,16 +108,14 @@ inline std::pair<Channel, Channel> connect_channel_pair(const ProtectionDomain& 
   return {std::move(a), std::move(b)};
 }
 
-/// A whole world of `world` MultiChannels in this process on one protection domain, rank r at
-/// index r, every pair of ranks connected: MultiChannel tests without a network.
-inline std::vector<MultiChannel> connect_local_world(const ProtectionDomain& pd,
-                                                     std::uint32_t world,
-                                                     const QueuePairSettings& settings,
-                                                     const ChannelTimeouts& timeouts) {
+/// A whole world of `world` MultiChannels in this process, rank r built by `builder_for(r)`
+/// (a MultiChannelBuilder for rank r of `world`), rank r at index r, every pair of ranks
+/// connected: MultiChannel tests without a network.
+template <typename BuilderFor>
+std::vector<MultiChannel> connect_local_world(std::uint32_t world, BuilderFor&& builder_for) {
   std::vector<PreparedMultiChannel> prepared;
   for (std::uint32_t rank = 0; rank < world; ++rank) {
-    prepared.push_back(
-        MultiChannelBuilder(pd, rank, world).queue_pair(settings).timeouts(timeouts).build());
+    prepared.push_back(MultiChannelBuilder(builder_for(rank)).build());
   }
   // remote[r][p]: what peer p made for rank r, gathered before any handshake consumes p
   std::vector<std::vector<std::optional<Endpoint>>> remote(
@@ -132,6 +130,18 @@ inline std::vector<MultiChannel> connect_local_world(const ProtectionDomain& pd,
     channels.push_back(std::move(prepared[rank]).handshake(remote[rank]));
   }
   return channels;
+}
+
+/// connect_local_world() with the same queue pair settings and timeouts for every rank.
+inline std::vector<MultiChannel> connect_local_world(const ProtectionDomain& pd,
+                                                     std::uint32_t world,
+                                                     const QueuePairSettings& settings,
+                                                     const ChannelTimeouts& timeouts) {
+  return connect_local_world(world, [&](std::uint32_t rank) {
+    MultiChannelBuilder builder(pd, rank, world);
+    builder.queue_pair(settings).timeouts(timeouts);
+    return builder;
+  });
 }
 
 /// Fills `bytes` with a pattern that differs per `seed`, so misplaced data is visible.

@@ -241,25 +241,12 @@ TEST_F(SharedReceiveTest, SeveralChannelsShareOneQueueAndEachHandsOutItsOwnMessa
 /// receives from `pool`, the other ranks have receive queues of their own.
 std::vector<MultiChannel> local_world_with_pool(const ProtectionDomain& pd, std::uint32_t world,
                                                 const SharedReceivePool& pool) {
-  std::vector<PreparedMultiChannel> prepared;
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
+  return connect_local_world(world, [&](std::uint32_t rank) {
     MultiChannelBuilder builder(pd, rank, world);
     builder.queue_pair(test_settings(pd.context())).timeouts(kTimeouts);
     if (rank == 0) builder.shared_receive_pool(pool);
-    prepared.push_back(builder.build());
-  }
-  std::vector<std::vector<std::optional<Endpoint>>> remote(
-      world, std::vector<std::optional<Endpoint>>(world));
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    for (std::uint32_t peer = 0; peer < world; ++peer) {
-      if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
-    }
-  }
-  std::vector<MultiChannel> channels;
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    channels.push_back(std::move(prepared[rank]).handshake(remote[rank]));
-  }
-  return channels;
+    return builder;
+  });
 }
 
 TEST_F(SharedReceiveTest, MultiChannelTakesMessagesFromEveryPeerThroughOnePool) {

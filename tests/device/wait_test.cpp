@@ -364,27 +364,13 @@ TEST_F(CompletionChannelTest, TheCompletionFdWakesAnEpollLoop) {
 /// A world of `world` MultiChannels in this process, every one built with `mode`.
 std::vector<MultiChannel> local_world(const ProtectionDomain& pd, std::uint32_t world,
                                       WaitMode mode) {
-  const auto settings = test_settings(pd.context());
-  std::vector<PreparedMultiChannel> prepared;
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    prepared.push_back(MultiChannelBuilder(pd, rank, world)
-                           .queue_pair(settings)
-                           .timeouts({.operation = 10s, .drop = 10s})
-                           .wait_mode(mode)
-                           .build());
-  }
-  std::vector<std::vector<std::optional<Endpoint>>> remote(
-      world, std::vector<std::optional<Endpoint>>(world));
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    for (std::uint32_t peer = 0; peer < world; ++peer) {
-      if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
-    }
-  }
-  std::vector<MultiChannel> channels;
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    channels.push_back(std::move(prepared[rank]).handshake(remote[rank]));
-  }
-  return channels;
+  return connect_local_world(world, [&](std::uint32_t rank) {
+    MultiChannelBuilder builder(pd, rank, world);
+    builder.queue_pair(test_settings(pd.context()))
+        .timeouts({.operation = 10s, .drop = 10s})
+        .wait_mode(mode);
+    return builder;
+  });
 }
 
 // --- Shared receive pools in a sleeping mode -------------------------------------------------
@@ -431,24 +417,12 @@ TEST(SharedReceiveWait, ABlockedReceiveFromAnyPeerSleepsUntilOneSends) {
   const SharedReceivePool pool(pd, 4, 64);
   const auto settings = test_settings(context);
   constexpr std::uint32_t kWorld = 3;
-  std::vector<PreparedMultiChannel> prepared;
-  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+  std::vector<MultiChannel> world = connect_local_world(kWorld, [&](std::uint32_t rank) {
     MultiChannelBuilder builder(pd, rank, kWorld);
     builder.queue_pair(settings).timeouts({.operation = 10s, .drop = 10s});
     if (rank == 0) builder.wait_mode(WaitMode::block()).shared_receive_pool(pool);
-    prepared.push_back(builder.build());
-  }
-  std::vector<std::vector<std::optional<Endpoint>>> remote(
-      kWorld, std::vector<std::optional<Endpoint>>(kWorld));
-  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-    for (std::uint32_t peer = 0; peer < kWorld; ++peer) {
-      if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
-    }
-  }
-  std::vector<MultiChannel> world;
-  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-    world.push_back(std::move(prepared[rank]).handshake(remote[rank]));
-  }
+    return builder;
+  });
 
   std::array<std::byte, 8> message{std::byte{2}};
   const MemoryRegion mr = pd.register_local(std::span(message));
