@@ -250,6 +250,7 @@ TEST(Cm, BadInputIsRejectedBeforeAnythingIsCreated) {
   options.queue_pair.gid_index = 1;
   expect_invalid([&] { (void)Channel::connect(test_ip(), 7471, options); }, "gid_index");
   expect_invalid([] { (void)ChannelListener("10.0.0.x", 0); }, "10.0.0.x");
+  expect_invalid([] { (void)ChannelListener(test_ip(), 0, quick_options(), 0); }, "backlog 0");
   ChannelListener listener(test_ip(), 0, quick_options());
   expect_invalid([&] { (void)listener.accept(0ms); }, "timeout");
 }
