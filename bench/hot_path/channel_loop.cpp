@@ -19,7 +19,9 @@
 //                  send: the scope posts the receive and the send, and waits for both at its end
 //   verbs          not the Channel but the verbs layer under it, on a queue pair of its own
 //                  with the same settings: QueuePair::post_send (and post_receive) of a
-//                  SendRequest, then CompletionQueue::poll until the completions arrive
+//                  SendRequest, then CompletionQueue::poll until the completions arrive;
+//                  inline (SendRequest::inline_data) when the queue pair grants 8 bytes of
+//                  inline data, as the Channel's default InlinePolicy::automatic does
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -53,6 +55,7 @@ struct Loop {
   std::span<const ibv::GatherElement> from;
   std::span<const ibv::ScatterElement> into;
   ibv::RemoteMemoryRegion remote;
+  bool verbs_inline;  // the verbs style posts inline, as the Channel's automatic policy does
 };
 
 // The verbs style's wait: poll until `expected` completions have arrived, all successful.
@@ -90,6 +93,7 @@ void once(const Loop& loop) {
       spin_until_complete(work);
     } else if constexpr (style == Style::verbs) {
       ibv::SendRequest request = ibv::SendRequest::write(loop.next_wr_id++, loop.from, loop.remote);
+      if (loop.verbs_inline) request.inline_data();
       loop.qp.post_send(request);
       poll_for(loop.cq, 1);
     } else {
@@ -113,6 +117,7 @@ void once(const Loop& loop) {
     } else if constexpr (style == Style::verbs) {
       loop.qp.post_receive(loop.next_wr_id++, loop.into);
       ibv::SendRequest request = ibv::SendRequest::send(loop.next_wr_id++, loop.from);
+      if (loop.verbs_inline) request.inline_data();
       loop.qp.post_send(request);
       poll_for(loop.cq, 2);
     } else {
@@ -244,8 +249,14 @@ int main(int argc, char** argv) try {
   std::fill_n(buffer.begin(), kMessageSize, std::byte{0x5a});
   const std::array from{mr.gather(bytes.first(kMessageSize))};
   const std::array into{mr.scatter(bytes.subspan(kHalf, kMessageSize))};
-  const Loop loop{
-      channel, qp, cq, next_wr_id, from, into, mr.remote().sub_region(kHalf, kMessageSize)};
+  const Loop loop{channel,
+                  qp,
+                  cq,
+                  next_wr_id,
+                  from,
+                  into,
+                  mr.remote().sub_region(kHalf, kMessageSize),
+                  qp.max_inline_data() >= kMessageSize};
 
   variant->warm_up(loop, kWarmUp);
   variant->measured(loop, iterations);
@@ -256,7 +267,10 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "hot_path_channel: the data did not arrive\n");
     return 1;
   }
-  std::printf("channel %s %s iterations %ld\n", argv[1], argv[2], iterations);
+  const bool inline_posts =
+      variant->style == "verbs" ? loop.verbs_inline : channel.inline_posts() > 0;
+  std::printf("channel %s %s iterations %ld inline %s\n", argv[1], argv[2], iterations,
+              inline_posts ? "yes" : "no");
   // Leave without destructors (nothing after the measurement matters).
   static_cast<void>(std::fflush(stdout));
   std::_Exit(0);
