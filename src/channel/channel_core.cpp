@@ -216,9 +216,10 @@ std::uint64_t ChannelCore::post_receive(std::span<const ScatterElement> into) {
                         "with receive_shared()");
   }
   const std::uint64_t id = next_wr_id_++;
-  qp_.check(ReceiveRequest(id, into));  // bad input throws before waiting for room
+  ReceiveRequest request(id, into);
+  qp_.check(request);  // bad input throws before waiting for room
   wait_for_room(Queue::receive);
-  qp_.post_receive(id, into);
+  post_checked(qp_, request);
   occupy(id, State::receive, true, false);
   ++in_flight_receive_;
   return id;

@@ -24,6 +24,7 @@
 #include "ibv/verbs/completion_queue.hpp"
 #include "ibv/verbs/queue_pair.hpp"
 #include "ibv/verbs/work_request.hpp"
+#include "verbs/checked_post.hpp"
 
 namespace ibv::detail {
 
@@ -91,7 +92,7 @@ class ChannelCore {
     wait_for_room(Queue::send);
     const bool signaled = options.signaled || must_signal();
     if (!signaled) request.unsignaled();
-    qp_.post_send(request);
+    post_checked(qp_, request);  // checked above
     track_send(id, signaled, request.opcode(), false);
     if (request.is_inline()) ++inline_posts_;
     return id;

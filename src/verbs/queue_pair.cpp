@@ -13,6 +13,7 @@
 
 #include "ibv/verbs/error.hpp"
 #include "verbs/atomic_check.hpp"
+#include "verbs/checked_post.hpp"
 #include "verbs/queue_pair_resolve.hpp"
 
 namespace ibv {
@@ -607,6 +608,14 @@ void QueuePair::post_read(std::uint64_t wr_id, std::span<const ScatterElement> i
 void QueuePair::post_receive(std::uint64_t wr_id, std::span<const ScatterElement> into) const {
   ReceiveRequest request(wr_id, into);
   post_receive(request);
+}
+
+void detail::post_checked(const QueuePair& qp, SendRequest& request) {
+  post_linked(std::span(&request, 1), qp.native(), ibv_post_send, "ibv_post_send");
+}
+
+void detail::post_checked(const QueuePair& qp, ReceiveRequest& request) {
+  post_linked(std::span(&request, 1), qp.native(), ibv_post_recv, "ibv_post_recv");
 }
 
 }  // namespace ibv
