@@ -64,7 +64,7 @@ class ChannelCore {
  public:
   /// The bit set in every wr_id of a channel on a shared receive queue, telling its own
   /// requests from the queue's receives (whose wr_ids must leave it clear).
-  static constexpr std::uint64_t kChannelTag = std::uint64_t{1} << 63U;
+  static constexpr std::uint64_t kChannelTag = SharedReceiveQueue::kReservedWrIdBit;
 
   /// `pool` is the SharedReceivePool the queue pair's shared receive queue belongs to, if any.
   /// Throws ibv::Error (invalid_argument) when `wait` sleeps and `cq` has no completion channel.

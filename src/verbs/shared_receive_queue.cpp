@@ -69,6 +69,12 @@ SharedReceiveQueue::SharedReceiveQueue(const ProtectionDomain& pd, QueueDepth ma
 }
 
 void SharedReceiveQueue::check(const ReceiveRequest& request) const {
+  if ((request.wr_id() & kReservedWrIdBit) != 0) [[unlikely]] {
+    throw_invalid_argument("SharedReceiveQueue::post_receive",
+                           "receive wr_id " + std::to_string(request.wr_id()),
+                           "has the top bit set, which channels on a shared receive queue "
+                           "reserve for their own requests: use wr_ids below 2^63");
+  }
   if (request.element_count() > max_sge_) {
     throw_invalid_argument("SharedReceiveQueue::post_receive",
                            "receive wr_id " + std::to_string(request.wr_id()),

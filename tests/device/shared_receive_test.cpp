@@ -15,6 +15,7 @@
 // - teardown with receives still posted, in either order, and a message released after its
 //   channel and pool handles are gone (the per-test resource check sees no leak).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -147,6 +148,14 @@ TEST_F(SharedReceiveTest, SizesAreCheckedAgainstTheDevice) {
   std::vector<ScatterElement> elements(wide, mr.scatter(std::span(bytes).first(8)));
   EXPECT_TRUE(
       throws_invalid_argument([&] { srq.post_receive(7, elements); }, {"wr_id 7", "max_sge"}));
+  // The top bit of a wr_id is the channels' tag: refused; the largest wr_id below it is taken.
+  const std::array one{mr.scatter(std::span(bytes).first(8))};
+  constexpr std::uint64_t kTagged = SharedReceiveQueue::kReservedWrIdBit;
+  EXPECT_TRUE(throws_invalid_argument([&] { srq.post_receive(kTagged, one); },
+                                      {"wr_id " + std::to_string(kTagged), "2^63"}));
+  EXPECT_TRUE(
+      throws_invalid_argument([&] { srq.post_receive(~std::uint64_t{0}, one); }, {"top bit"}));
+  EXPECT_NO_THROW(srq.post_receive(kTagged - 1, one));
 }
 
 TEST_F(SharedReceiveTest, QueuePairTakesTheSharedReceiveAndRefusesItsOwn) {

@@ -34,6 +34,11 @@ struct SharedReceiveQueueAttributes {
 /// generated for them, and destruction never waits.
 class SharedReceiveQueue {
  public:
+  /// The top bit of a wr_id is reserved: a Channel on a shared queue tags its own requests with
+  /// it to tell their completions from the shared receives. Receives posted here must have
+  /// wr_ids below it (post_receive and check reject the others).
+  static constexpr std::uint64_t kReservedWrIdBit = std::uint64_t{1} << 63U;
+
   /// Creates a queue for `max_wr` receives of up to `max_sge` elements each on `pd`
   /// (ibv_create_srq). Throws ibv::Error before creating anything: unsupported when the device
   /// has no shared receive queues (max_srq 0), invalid_argument naming max_wr / max_sge when it
@@ -50,7 +55,8 @@ class SharedReceiveQueue {
   void post_receive(std::uint64_t wr_id, std::span<const ScatterElement> into) const;
 
   /// The checks post_receive() makes, without posting: throws ibv::Error (invalid_argument)
-  /// naming the wr_id when the request has more elements than max_sge(). (A message longer
+  /// naming the wr_id when the request has more elements than max_sge() or a wr_id with
+  /// kReservedWrIdBit set. (A message longer
   /// than the receive it lands in fails as a completion: local_length_error, on rxe
   /// local_qp_operation_error.)
   void check(const ReceiveRequest& request) const;
