@@ -80,8 +80,9 @@ std::string_view state_name(ibv_qp_state state) {
 // the hot path of every post, and with several callers GCC would otherwise call it (measured
 // by bench/hot_path: about 25 instructions per post).
 template <typename Request, typename Native>
-[[gnu::always_inline]] inline void post_linked(std::span<Request> requests, ibv_qp* qp, int (*post)(ibv_qp*, Native*, Native**),
-                 std::string_view verb) {
+[[gnu::always_inline]] inline void post_linked(std::span<Request> requests, ibv_qp* qp,
+                                               int (*post)(ibv_qp*, Native*, Native**),
+                                               std::string_view verb) {
   if (requests.empty()) return;
   for (std::size_t i = 0; i + 1 < requests.size(); ++i) {
     requests[i].native().next = &requests[i + 1].native();
