@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "channel/shared_receive_pool_core.hpp"
+#include "channel/wait_loop.hpp"
 #include "ibv/verbs/error.hpp"
 
 namespace ibv::detail {
@@ -83,40 +84,19 @@ constexpr std::chrono::milliseconds kMonitorSlice{10};
 
 template <typename Done>
 bool ChannelCore::wait_until(Clock::time_point deadline, Done&& done) {
-  // The clock is read every few dozen empty polls (a poll costs far less than the timeouts'
-  // millisecond granularity).
-  constexpr unsigned kPollsPerClockRead = 32;
-  if (wait_mode_.strategy != WaitStrategy::block) {
-    const auto spin_end = wait_mode_.strategy == WaitStrategy::spin
-                              ? deadline
-                              : std::min(deadline, Clock::now() + wait_mode_.spin_for);
-    for (unsigned polls = 1;; ++polls) {
-      if (done()) return true;
-      if (polls % kPollsPerClockRead == 0) {
-        const auto now = Clock::now();
-        if (now >= spin_end) break;
-        watch(now);
-      }
-    }
-    if (wait_mode_.strategy == WaitStrategy::spin) return false;
-  }
-  // Sleeping, race-free: a completion that arrives after arming raises an event; one that
-  // arrived before is found by the drain and the check after it.
-  const CompletionChannel& channel = *cq_.channel();
-  for (;;) {
-    if (done()) return true;
-    cq_.request_notification();
-    drain();
-    if (done()) return true;
-    const auto now = Clock::now();
-    if (now >= deadline) return false;
-    watch(now);
-    // With a connection monitor (rdma_cm), sleep in slices so that a peer's disconnect, which
-    // raises no completion, is still seen within a slice.
-    const auto sleep = monitor_ ? std::min<Clock::duration>(deadline - now, kMonitorSlice)
-                                : Clock::duration(deadline - now);
-    channel.wait_and_consume(sleep);
-  }
+  return wait_by_mode(
+      wait_mode_, deadline, done,
+      [this] {
+        cq_.request_notification();
+        drain();
+      },
+      [this](Clock::duration left) {
+        // With a connection monitor (rdma_cm), sleep in slices so that a peer's disconnect,
+        // which raises no completion, is still seen within a slice.
+        cq_.channel()->wait_and_consume(monitor_ ? std::min<Clock::duration>(left, kMonitorSlice)
+                                                 : left);
+      },
+      [this](Clock::time_point now) { watch(now); });
 }
 
 void ChannelCore::drain() {

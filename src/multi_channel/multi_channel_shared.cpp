@@ -7,13 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "channel/wait_loop.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/verbs/error.hpp"
 
 namespace ibv {
 namespace {
-
-constexpr unsigned kPollsPerClockRead = 32;
 
 std::string milliseconds(std::chrono::nanoseconds duration) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(duration).count()) +
@@ -35,14 +34,11 @@ void check_timeout(const MultiChannel::Timeout& timeout, std::string_view operat
 }
 
 /// Calls `poll` until it gives a value or `limit` has passed, by the peers' WaitMode (every
-/// peer's channel has the same): spinning, or, in a mode that sleeps (after its spin), arming
-/// every peer's completion queue, polling again, then sleeping on the completion channel they
-/// share. nullopt when the time is up.
+/// peer's channel has the same): wait_by_mode over every peer's completion queue, which share
+/// one completion channel. nullopt when the time is up.
 template <typename Poll>
 auto wait_for_any(std::vector<std::optional<Channel>>& channels, std::chrono::nanoseconds limit,
                   Poll&& poll) -> decltype(poll()) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + limit;
   const Channel* first = nullptr;
   for (const auto& channel : channels) {
     if (channel) {
@@ -50,28 +46,24 @@ auto wait_for_any(std::vector<std::optional<Channel>>& channels, std::chrono::na
       break;
     }
   }
-  const WaitMode mode = first != nullptr ? first->wait_mode() : WaitMode::spin();
-  const auto spin_end = mode.strategy == WaitStrategy::spin_then_block
-                            ? std::min(deadline, Clock::now() + mode.spin_for)
-                            : deadline;
-  if (mode.strategy != WaitStrategy::block) {
-    for (unsigned polls = 1;; ++polls) {
-      if (auto value = poll()) return value;
-      if (polls % kPollsPerClockRead == 0 && Clock::now() >= spin_end) break;
-    }
-    if (mode.strategy == WaitStrategy::spin) return std::nullopt;
-  }
-  // Sleeping, race-free: arm every queue and take in what completed, check, then sleep.
-  for (;;) {
-    if (auto value = poll()) return value;
-    for (auto& channel : channels) {
-      if (channel) channel->arm_completion_fd();
-    }
-    if (auto value = poll()) return value;
-    const auto now = Clock::now();
-    if (now >= deadline) return std::nullopt;
-    (void)first->completion_channel()->wait_and_consume(deadline - now);
-  }
+  decltype(poll()) value;
+  detail::wait_by_mode(
+      first != nullptr ? first->wait_mode() : WaitMode::spin(),
+      std::chrono::steady_clock::now() + limit,
+      [&] {
+        value = poll();
+        return value.has_value();
+      },
+      [&] {
+        for (auto& channel : channels) {
+          if (channel) channel->arm_completion_fd();
+        }
+      },
+      [&](std::chrono::steady_clock::duration left) {
+        (void)first->completion_channel()->wait_and_consume(left);
+      },
+      [](std::chrono::steady_clock::time_point) {});
+  return value;
 }
 }  // namespace
 
