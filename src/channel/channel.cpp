@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "channel/channel_core.hpp"
+#include "detail/positive_timeout.hpp"
 #include "ibv/verbs/error.hpp"
 #include "verbs/queue_pair_resolve.hpp"
 
@@ -182,11 +183,8 @@ namespace {
 /// Throws unless a blocking call's own timeout is positive; called before anything is posted, so
 /// a bad timeout never leaves an orphaned request behind.
 void check_timeout(const Channel::Timeout& timeout, std::string_view operation) {
-  if (timeout && timeout->count() <= 0) {
-    throw_invalid_argument("Channel::" + std::string(operation),
-                           "timeout " + std::to_string(timeout->count()) + " ns",
-                           "is not positive; nothing was posted");
-  }
+  detail::check_positive_timeout(timeout, "Channel::" + std::string(operation),
+                                 "nothing was posted");
 }
 
 /// Waits for `wr_id` as a blocking call does: the completion, WorkError if it failed, and on

@@ -1,9 +1,7 @@
 // The async_* functions of Channel and MultiChannel: check the timeout, post, wrap in AsyncWork.
-#include <string>
-
+#include "detail/positive_timeout.hpp"
 #include "ibv/coro/async_channel.hpp"
 #include "ibv/coro/async_multi_channel.hpp"
-#include "ibv/verbs/error.hpp"
 
 namespace ibv {
 namespace {
@@ -12,10 +10,7 @@ namespace {
 /// the channel's operation timeout.
 std::chrono::nanoseconds timeout_or(const Channel::Timeout& timeout,
                                     std::chrono::milliseconds fallback, const char* operation) {
-  if (timeout && timeout->count() <= 0) {
-    throw_invalid_argument(operation, "timeout " + std::to_string(timeout->count()) + " ns",
-                           "is not positive; nothing was posted");
-  }
+  detail::check_positive_timeout(timeout, operation, "nothing was posted");
   return timeout.value_or(fallback);
 }
 

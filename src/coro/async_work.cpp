@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "channel/channel_core.hpp"
+#include "detail/positive_timeout.hpp"
 #include "ibv/verbs/error.hpp"
 
 namespace ibv {
@@ -18,10 +19,7 @@ AsyncWork::AsyncWork(PendingWork work, std::optional<std::chrono::nanoseconds> t
   if (!work_.core_ && !work_.is_complete()) {
     throw_invalid_argument(operation_, "work", "is a moved-from PendingWork");
   }
-  if (timeout_.count() <= 0) {
-    throw_invalid_argument(operation_, "timeout " + std::to_string(timeout_.count()) + " ns",
-                           "is not positive");
-  }
+  detail::check_positive_timeout(timeout_, operation_);
   deadline_ = std::chrono::steady_clock::now() + timeout_;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "detail/positive_timeout.hpp"
 #include "ibv/verbs/error.hpp"
 #include "multi_channel/peer_batch.hpp"
 
@@ -288,10 +289,7 @@ namespace {
 template <typename PostBatch>
 std::vector<WorkCompletion> complete_batch(const MultiChannel& channels, std::string_view operation,
                                            MultiChannel::Timeout timeout, PostBatch&& post) {
-  if (timeout && timeout->count() <= 0) {
-    throw_invalid_argument(operation, "timeout " + std::to_string(timeout->count()) + " ns",
-                           "is not positive; nothing was posted");
-  }
+  detail::check_positive_timeout(timeout, operation, "nothing was posted");
   detail::ScopeWork work;  // if posting throws midway, its destructor waits for what was posted
   post([&work](std::uint32_t peer, PendingWork posted) { work.keep(std::move(posted), peer); });
   return work.complete_all(operation, timeout.value_or(channels.timeouts().operation));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "channel/wait_loop.hpp"
+#include "detail/positive_timeout.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/verbs/error.hpp"
 
@@ -20,11 +21,7 @@ std::string milliseconds(std::chrono::nanoseconds duration) {
 }
 
 void check_timeout(const MultiChannel::Timeout& timeout, std::string_view operation) {
-  if (timeout && timeout->count() <= 0) {
-    throw_invalid_argument("MultiChannel::" + std::string(operation),
-                           "timeout " + std::to_string(timeout->count()) + " ns",
-                           "is not positive");
-  }
+  detail::check_positive_timeout(timeout, "MultiChannel::" + std::string(operation));
 }
 
 [[noreturn]] void throw_timeout(std::string_view operation, std::chrono::nanoseconds limit) {
