@@ -4,21 +4,18 @@
 // MultiChannel operations. Barriers are checked by counting: a rank that left a barrier before
 // every participant entered it would see a count below the group size.
 // The same across hosts, one rank per host, is in tests/multi_host/.
-#include <unistd.h>
-
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <exception>
-#include <functional>
-#include <mutex>
-#include <thread>
+#include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
+#include "node_ranks.hpp"
 #include "support/error_matchers.hpp"
 
 namespace ibv::test {
@@ -31,58 +28,6 @@ using net::Node;
 
 constexpr std::array kAlgorithms{BarrierAlgorithm::centralized, BarrierAlgorithm::binary_tree,
                                  BarrierAlgorithm::dissemination};
-
-/// A port range for this process, so that concurrent runs on one machine do not collide; each
-/// run_ranks() call takes the next `world` ports.
-std::uint16_t next_ports(std::uint32_t world) {
-  static std::atomic<std::uint32_t> next{20000U +
-                                         (static_cast<std::uint32_t>(::getpid()) % 2000U) * 16U};
-  return static_cast<std::uint16_t>(next.fetch_add(world));
-}
-
-net::NetworkConfig local_config(std::uint32_t world, const std::string& device) {
-  const std::uint16_t base = next_ports(world);
-  net::NetworkConfigBuilder builder;
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    builder.add_host({.rank = rank,
-                      .hostname = "127.0.0.1",
-                      .port = static_cast<std::uint16_t>(base + rank),
-                      .ibdev = device});
-  }
-  return builder.build();
-}
-
-/// Runs body(node) on `world` ranks, one thread each, every rank connected through an
-/// Exchanger; rethrows the first exception of any rank after all threads have ended.
-void run_ranks(std::uint32_t world, const std::function<void(Node&, net::Exchanger&)>& body,
-               const std::function<void(net::NodeBuilder&)>& configure = {}) {
-  const std::string device = open_test_device().name();
-  const net::NetworkConfig config = local_config(world, device);
-  std::mutex mutex;
-  std::exception_ptr first_error;
-  std::vector<std::thread> threads;
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        net::Exchanger exchanger(config, rank, {.timeout = 20s});
-        const Context context = open_device(device);
-        const ProtectionDomain pd(context);
-        QueuePairSettings settings;
-        settings.gid_index = test_gid_index(context);
-        net::NodeBuilder builder(pd, rank, world);
-        builder.queue_pair(settings).barrier_timeout(20s);
-        if (configure) configure(builder);
-        Node node = builder.build().connect(exchanger);
-        body(node, exchanger);
-      } catch (...) {
-        const std::lock_guard lock(mutex);
-        if (!first_error) first_error = std::current_exception();
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  if (first_error) std::rethrow_exception(first_error);
-}
 
 TEST(NodeBarrier, NoRankLeavesBeforeAllArrivedForEveryAlgorithm) {
   constexpr std::uint32_t kWorld = 4;

@@ -17,8 +17,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <ctime>
-#include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -29,6 +27,7 @@
 #include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
+#include "node_ranks.hpp"
 #include "support/error_matchers.hpp"
 
 namespace ibv::test {
@@ -524,73 +523,31 @@ TEST(MultiChannelWait, OneEpollFdCoversEveryPeer) {
   for (auto& work : works) EXPECT_TRUE(work.poll()->ok());
 }
 
-/// Ports for the Node tests of this file (apart from node_test.cpp's range).
-std::uint16_t next_ports(std::uint32_t world) {
-  static std::atomic<std::uint32_t> next{40000U +
-                                         (static_cast<std::uint32_t>(::getpid()) % 1000U) * 16U};
-  return static_cast<std::uint16_t>(next.fetch_add(world));
-}
-
-/// Runs body(node) on `world` ranks, one thread each, all built with `mode`; rethrows the
-/// first exception of any rank after all threads have ended.
-void run_ranks(std::uint32_t world, WaitMode mode, const std::function<void(net::Node&)>& body) {
-  const std::string device = open_test_device().name();
-  const std::uint16_t base = next_ports(world);
-  net::NetworkConfigBuilder builder;
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    builder.add_host({.rank = rank,
-                      .hostname = "127.0.0.1",
-                      .port = static_cast<std::uint16_t>(base + rank),
-                      .ibdev = device});
-  }
-  const net::NetworkConfig config = builder.build();
-  std::mutex mutex;
-  std::exception_ptr first_error;
-  std::vector<std::thread> threads;
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        net::Exchanger exchanger(config, rank, {.timeout = 20s});
-        const Context context = open_device(device);
-        const ProtectionDomain pd(context);
-        net::Node node = net::NodeBuilder(pd, rank, world)
-                             .queue_pair(test_settings(context))
-                             .barrier_timeout(20s)
-                             .wait_mode(mode)
-                             .build()
-                             .connect(exchanger);
-        body(node);
-      } catch (...) {
-        const std::lock_guard lock(mutex);
-        if (!first_error) first_error = std::current_exception();
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  if (first_error) std::rethrow_exception(first_error);
-}
-
 TEST(NodeWait, BarriersInBlockingModeHoldEveryoneAndALateRankCostsLittleCpu) {
   constexpr std::uint32_t kWorld = 3;
   constexpr std::size_t kRounds = 20;
   std::vector<std::atomic<std::uint32_t>> arrived(kRounds);
   std::array<std::chrono::nanoseconds, kWorld> cpu{};
   std::array<std::chrono::nanoseconds, kWorld> waited{};
-  run_ranks(kWorld, WaitMode::block(), [&](net::Node& node) {
-    EXPECT_EQ(node.completion_fd(), node.channel(node.peers().front()).completion_fd());
-    for (std::size_t i = 0; i < kRounds; ++i) {
-      arrived[i].fetch_add(1);
-      node.barrier();
-      ASSERT_EQ(arrived[i].load(), kWorld) << "rank " << node.rank() << " left barrier " << i;
-    }
-    // The last rank comes late: the others wait in the barrier, sleeping.
-    if (node.rank() == kWorld - 1) std::this_thread::sleep_for(kLateBy);
-    const auto before = thread_cpu_time();
-    const auto started = Clock::now();
-    node.barrier();
-    waited.at(node.rank()) = Clock::now() - started;
-    cpu.at(node.rank()) = thread_cpu_time() - before;
-  });
+  const auto blocking = [](net::NodeBuilder& builder) { builder.wait_mode(WaitMode::block()); };
+  run_ranks(
+      kWorld,
+      [&](net::Node& node, net::Exchanger&) {
+        EXPECT_EQ(node.completion_fd(), node.channel(node.peers().front()).completion_fd());
+        for (std::size_t i = 0; i < kRounds; ++i) {
+          arrived[i].fetch_add(1);
+          node.barrier();
+          ASSERT_EQ(arrived[i].load(), kWorld) << "rank " << node.rank() << " left barrier " << i;
+        }
+        // The last rank comes late: the others wait in the barrier, sleeping.
+        if (node.rank() == kWorld - 1) std::this_thread::sleep_for(kLateBy);
+        const auto before = thread_cpu_time();
+        const auto started = Clock::now();
+        node.barrier();
+        waited.at(node.rank()) = Clock::now() - started;
+        cpu.at(node.rank()) = thread_cpu_time() - before;
+      },
+      blocking);
   for (std::uint32_t rank = 0; rank + 1 < kWorld; ++rank) {
     EXPECT_TRUE(slept(cpu.at(rank), waited.at(rank))) << "rank " << rank << " in a barrier";
   }
