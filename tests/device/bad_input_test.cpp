@@ -68,7 +68,7 @@ using namespace std::chrono_literals;
 
 constexpr std::uint32_t kU32Max = std::numeric_limits<std::uint32_t>::max();
 constexpr int kIntMax = std::numeric_limits<int>::max();
-constexpr std::size_t kSize = 8192;
+constexpr std::size_t kRegionBytes = 8192;
 
 std::string str(std::int64_t value) { return std::to_string(value); }
 
@@ -391,18 +391,18 @@ class BadInputChannel : public BadInputDevice {
 
   std::span<std::byte> a_buffer_span() { return buffer_a; }
 
-  std::vector<std::byte> buffer_a = std::vector<std::byte>(kSize);
-  std::vector<std::byte> buffer_b = std::vector<std::byte>(kSize);
+  std::vector<std::byte> buffer_a = std::vector<std::byte>(kRegionBytes);
+  std::vector<std::byte> buffer_b = std::vector<std::byte>(kRegionBytes);
   // mr_a covers the first half of buffer_a only, so elements can run past it into real memory.
-  MemoryRegion mr_a =
-      pd.register_remote_accessible(std::span(buffer_a).first(kSize / 2), RemoteAccess::all());
+  MemoryRegion mr_a = pd.register_remote_accessible(std::span(buffer_a).first(kRegionBytes / 2),
+                                                    RemoteAccess::all());
   MemoryRegion mr_b = pd.register_remote_accessible(buffer_b, RemoteAccess::all());
   std::optional<Channel> a;
   std::optional<Channel> b;
 };
 
 TEST_F(BadInputChannel, RejectedPostsPostNothingAndLeaveTheChannelUsable) {
-  const std::size_t half = kSize / 2;
+  const std::size_t half = kRegionBytes / 2;
   const auto whole_b = mr_b.remote();
   const std::array one_k{mr_a.gather(std::span<const std::byte>(buffer_a).first(1024))};
   const std::array four_k{mr_a.gather(std::span<const std::byte>(buffer_a).first(4096))};
@@ -457,7 +457,7 @@ TEST_F(BadInputChannel, RejectedPostsPostNothingAndLeaveTheChannelUsable) {
               [&] { (void)a->post_write_with_immediate(one_k, whole_b.sub_region(0, 0), 7); },
               {"moves 1024 bytes", "destination"}),
       rejects("Channel::read", "source", "one byte shorter than the destination",
-              [&] { (void)a->read(into_4k, whole_b.sub_region(kSize - 4095, 4095)); },
+              [&] { (void)a->read(into_4k, whole_b.sub_region(kRegionBytes - 4095, 4095)); },
               {"rdma_read", "moves 4096 bytes", "source"}),
       rejects("Channel::post_send", "data", "2 elements (max_send_sge 1)",
               [&] { (void)a->post_send(two); }, {"2 elements", "max_send_sge of 1"}),
@@ -538,7 +538,7 @@ class BadInputMultiChannel : public BadInputDevice {
     QueuePairSettings settings;
     settings.gid_index = test_gid_index(context);
     nodes = connect_local_world(pd, kWorld, settings, {5s, 5s});
-    for (std::uint32_t rank = 0; rank < kWorld; ++rank) buffers.emplace_back(kSize);
+    for (std::uint32_t rank = 0; rank < kWorld; ++rank) buffers.emplace_back(kRegionBytes);
     for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
       mrs.push_back(pd.register_remote_accessible(buffers[rank], RemoteAccess::all()));
       remote_of.emplace_back(rank, mrs[rank].remote());

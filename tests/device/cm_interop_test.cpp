@@ -25,16 +25,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto kProcessTimeout = 60s;
+constexpr auto kInteropProcessTimeout = 60s;
 constexpr int kPings = 5;
-constexpr std::size_t kMessages = 10;
+constexpr std::size_t kInteropMessages = 10;
 constexpr std::size_t kMessageSize = 100;  // ucmatose's default
 constexpr std::size_t kPingSize = 64;      // rping's default
-
-std::string test_ip() {
-  const char* ip = std::getenv("IBV_TEST_IP");
-  return ip != nullptr && *ip != '\0' ? std::string(ip) : std::string("10.0.0.1");
-}
 
 ConnectOptions interop_options() {
   ConnectOptions options;
@@ -89,7 +84,7 @@ TEST(CmInterop, OurClientPingsRpingServer) {
   const auto port = port_for(0);
   ChildProcess server({"rping", "-s", "-v", "-a", test_ip(), "-p", std::to_string(port), "-C",
                        std::to_string(kPings)},
-                      kProcessTimeout, dir.path() / "rping.out");
+                      kInteropProcessTimeout, dir.path() / "rping.out");
   {
     Channel channel = connect_when_listening(port, server);
     const auto& pd = channel.protection_domain();
@@ -123,21 +118,21 @@ TEST(CmInterop, OurClientPingsRpingServer) {
       << server.describe();
 }
 
-/// ucmatose's exchange: kMessages receives posted, kMessages sends of kMessageSize, all
-/// completed, on either side.
+/// ucmatose's exchange: kInteropMessages receives posted, kInteropMessages sends of kMessageSize,
+/// all completed, on either side.
 void exchange_messages(Channel& channel) {
   const auto& pd = channel.protection_domain();
-  std::vector<std::byte> in(kMessages * kMessageSize);
-  std::vector<std::byte> out(kMessages * kMessageSize);
+  std::vector<std::byte> in(kInteropMessages * kMessageSize);
+  std::vector<std::byte> out(kInteropMessages * kMessageSize);
   fill_pattern(out, 3);
   const auto in_mr = pd.register_local(in);
   const auto out_mr = pd.register_local(out);
   std::vector<PendingWork> receives;
-  for (std::size_t i = 0; i < kMessages; ++i) {
+  for (std::size_t i = 0; i < kInteropMessages; ++i) {
     receives.push_back(channel.post_receive(
         std::vector{in_mr.scatter(std::span(in).subspan(i * kMessageSize, kMessageSize))}));
   }
-  for (std::size_t i = 0; i < kMessages; ++i) {
+  for (std::size_t i = 0; i < kInteropMessages; ++i) {
     channel.send(
         std::vector{out_mr.gather(std::span(out).subspan(i * kMessageSize, kMessageSize))});
   }
@@ -148,8 +143,8 @@ TEST(CmInterop, OurClientExchangesWithUcmatoseServer) {
   TemporaryDirectory dir("cm_interop");
   const auto port = port_for(1);
   ChildProcess server({"ucmatose", "-b", test_ip(), "-p", std::to_string(port), "-C",
-                       std::to_string(kMessages), "-S", std::to_string(kMessageSize)},
-                      kProcessTimeout, dir.path() / "ucmatose.out");
+                       std::to_string(kInteropMessages), "-S", std::to_string(kMessageSize)},
+                      kInteropProcessTimeout, dir.path() / "ucmatose.out");
   {
     Channel channel = connect_when_listening(port, server);
     exchange_messages(channel);
@@ -162,8 +157,8 @@ TEST(CmInterop, UcmatoseClientExchangesWithOurListener) {
   TemporaryDirectory dir("cm_interop");
   ChannelListener listener(test_ip(), 0, interop_options());
   ChildProcess client({"ucmatose", "-s", test_ip(), "-p", std::to_string(listener.port()), "-C",
-                       std::to_string(kMessages), "-S", std::to_string(kMessageSize)},
-                      kProcessTimeout, dir.path() / "ucmatose.out");
+                       std::to_string(kInteropMessages), "-S", std::to_string(kMessageSize)},
+                      kInteropProcessTimeout, dir.path() / "ucmatose.out");
   {
     Channel channel = listener.accept(20s);
     exchange_messages(channel);
@@ -178,7 +173,7 @@ TEST(CmInterop, RpingClientPingsOurListener) {
   ChildProcess client(
       {"rping", "-c", "-v", "-V", "-a", test_ip(), "-p", std::to_string(listener.port()), "-C",
        std::to_string(kPings), "-S", std::to_string(kPingSize)},
-      kProcessTimeout, dir.path() / "rping.out");
+      kInteropProcessTimeout, dir.path() / "rping.out");
   {
     Channel channel = listener.accept(20s);
     const auto& pd = channel.protection_domain();

@@ -23,12 +23,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// The test device's IPv4 address (the testbed's IBV_TEST_IP).
-std::string test_ip() {
-  const char* ip = std::getenv("IBV_TEST_IP");
-  return ip != nullptr && *ip != '\0' ? std::string(ip) : std::string("10.0.0.1");
-}
-
 /// Options with short set-up timeouts, so that a failure shows quickly.
 ConnectOptions quick_options() {
   ConnectOptions options;

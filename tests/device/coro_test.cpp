@@ -35,9 +35,12 @@
 #include "ibv/coro/async_multi_channel.hpp"
 #include "ibv/coro/event_loop.hpp"
 #include "ibv/coro/task.hpp"
+#include "support/timing.hpp"
 
 namespace ibv::test {
 namespace {
+
+using ibv_test::thread_cpu_time;
 
 using namespace std::chrono_literals;
 
@@ -340,13 +343,6 @@ TEST_F(CoroTest, MultiChannelPeerForms) {
   loop.spawn(rank1());
   loop.spawn(rank0());
   EXPECT_TRUE(loop.run(30s));
-}
-
-/// CPU time of the calling thread.
-std::chrono::nanoseconds thread_cpu_time() {
-  timespec now{};
-  EXPECT_EQ(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now), 0);
-  return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
 }
 
 TEST_F(CoroTest, ASleepingLoopWaitsForAMessageWithoutSpinning) {

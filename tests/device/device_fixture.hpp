@@ -35,6 +35,12 @@ inline Context open_test_device() {
   return open_first_active_device();
 }
 
+/// The test device's IPv4 address (the testbed's IBV_TEST_IP; 10.0.0.1 when unset).
+inline std::string test_ip() {
+  const char* ip = std::getenv("IBV_TEST_IP");
+  return ip != nullptr && *ip != '\0' ? std::string(ip) : std::string("10.0.0.1");
+}
+
 /// IBV_TEST_GID_INDEX when set, else the library's own choice.
 inline std::uint32_t test_gid_index(const Context& context) {
   if (const char* index = std::getenv("IBV_TEST_GID_INDEX"); index != nullptr && *index != '\0') {

@@ -43,9 +43,12 @@
 #include "device_fixture.hpp"
 #include "fault_injection.hpp"
 #include "support/child_process.hpp"
+#include "support/timing.hpp"
 
 namespace ibv::test {
 namespace {
+
+using ibv_test::milliseconds_since;
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -206,10 +209,6 @@ std::string join(const std::vector<std::string>& names) {
   std::string text;
   for (const auto& name : names) text += (text.empty() ? "" : ", ") + name;
   return text.empty() ? "none" : text;
-}
-
-double milliseconds_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
 // ---- the peer process is killed -----------------------------------------------------------------

@@ -26,28 +26,27 @@
 
 #include "device_fixture.hpp"
 #include "support/child_process.hpp"
+#include "support/text.hpp"
 
 namespace ibv::test {
 namespace {
+
+using ibv_test::contains;
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kProcessTimeout = 45s;  // hard limit for each ibvcpp process
-constexpr auto kListenTimeout = 15s;   // for a server to set up and listen
+constexpr auto kToolProcessTimeout = 45s;  // hard limit for each ibvcpp process
+constexpr auto kToolListenTimeout = 15s;   // for a server to set up and listen
 
-/// An ibvcpp process, stdout and stderr to their own files in `logs`, under kProcessTimeout.
+/// An ibvcpp process, stdout and stderr to their own files in `logs`, under kToolProcessTimeout.
 class Tool : public ChildProcess {
  public:
   Tool(std::vector<std::string> argv, const fs::path& logs, const std::string& name)
-      : ChildProcess(std::move(argv), kProcessTimeout, logs / (name + ".out"),
+      : ChildProcess(std::move(argv), kToolProcessTimeout, logs / (name + ".out"),
                      logs / (name + ".err")) {}
 };
-
-bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
-}
 
 class IbvcppTool : public ::testing::Test {
  protected:
@@ -82,7 +81,7 @@ class IbvcppTool : public ::testing::Test {
   std::unique_ptr<Tool> start_server(std::vector<std::string> argv, std::uint16_t port) {
     EXPECT_FALSE(is_listening(port)) << "TCP port " << port << " is already in use";
     auto server = std::make_unique<Tool>(std::move(argv), logs_.path(), "server");
-    const auto deadline = Clock::now() + kListenTimeout;
+    const auto deadline = Clock::now() + kToolListenTimeout;
     while (!is_listening(port) && server->running() && Clock::now() < deadline) {
       std::this_thread::sleep_for(10ms);
     }

@@ -27,8 +27,8 @@ namespace {
 using namespace std::chrono_literals;
 using ibv_test::throws_error;
 
-constexpr std::uint32_t kWorld = 3;
-constexpr std::size_t kSize = std::size_t{16} * 1024;
+constexpr std::uint32_t kPeers = 3;
+constexpr std::size_t kPeerBufferSize = std::size_t{16} * 1024;
 constexpr std::uint64_t kChunk = 1024;  // bytes of one chunk(rank, index)
 
 class MultiChannelTest : public ::testing::Test {
@@ -38,27 +38,27 @@ class MultiChannelTest : public ::testing::Test {
     settings.rnr_retry = RnrRetryCount::infinite();  // one thread posts receives after sends
     settings.gid_index = test_gid_index(context);
     std::vector<PreparedMultiChannel> prepared;
-    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-      prepared.push_back(MultiChannelBuilder(pd, rank, kWorld)
+    for (std::uint32_t rank = 0; rank < kPeers; ++rank) {
+      prepared.push_back(MultiChannelBuilder(pd, rank, kPeers)
                              .queue_pair(settings)
                              .timeouts({.operation = 5s, .drop = 5s})
                              .build());
     }
     // remote[r][p]: what peer p made for rank r, gathered before any handshake consumes p
     std::vector<std::vector<std::optional<Endpoint>>> remote(
-        kWorld, std::vector<std::optional<Endpoint>>(kWorld));
-    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-      for (std::uint32_t peer = 0; peer < kWorld; ++peer) {
+        kPeers, std::vector<std::optional<Endpoint>>(kPeers));
+    for (std::uint32_t rank = 0; rank < kPeers; ++rank) {
+      for (std::uint32_t peer = 0; peer < kPeers; ++peer) {
         if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
       }
     }
-    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    for (std::uint32_t rank = 0; rank < kPeers; ++rank) {
       nodes.push_back(std::move(prepared[rank]).handshake(remote[rank]));
     }
     EXPECT_TRUE(ibv_test::throws_error(ErrorKind::state, [&] { (void)prepared[0].endpoints(); },
                                        {"already handshaken"}));
-    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-      buffers.emplace_back(kSize);
+    for (std::uint32_t rank = 0; rank < kPeers; ++rank) {
+      buffers.emplace_back(kPeerBufferSize);
       mrs.push_back(pd.register_remote_accessible(buffers[rank], RemoteAccess::all()));
       remote_of.emplace_back(rank, mrs[rank].remote());
     }
@@ -126,7 +126,7 @@ TEST(MultiChannelBuild, EndpointsArePerPeerAndHandshakeChecksThemFirst) {
 TEST_F(MultiChannelTest, KnowsItsPeersAndTheirChannels) {
   EXPECT_EQ(nodes[1].peers(), (std::vector<std::uint32_t>{0, 2}));
   EXPECT_EQ(nodes[1].rank(), 1U);
-  EXPECT_EQ(nodes[1].world_size(), kWorld);
+  EXPECT_EQ(nodes[1].world_size(), kPeers);
   EXPECT_TRUE(
       throws_error(ErrorKind::invalid_argument, [&] { (void)nodes[1].channel(1); }, {"itself"}));
   EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { (void)nodes[1].channel(7); },

@@ -37,17 +37,20 @@
 #include "resource_check.hpp"
 #include "support/child_process.hpp"
 #include "support/error_matchers.hpp"
+#include "support/timing.hpp"
 
 namespace ibv::test {
 namespace {
+
+using ibv_test::milliseconds_since;
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using ibv_test::error_of;
 using net::BarrierAlgorithm;
 
-constexpr std::array kAlgorithms{BarrierAlgorithm::centralized, BarrierAlgorithm::binary_tree,
-                                 BarrierAlgorithm::dissemination};
+constexpr std::array kFaultAlgorithms{BarrierAlgorithm::centralized, BarrierAlgorithm::binary_tree,
+                                      BarrierAlgorithm::dissemination};
 
 /// Exchanger deadline while a world is built: it covers the children's start-up, which is slow
 /// under emulation. Failures come from a closed connection, long before it.
@@ -60,11 +63,11 @@ constexpr auto kBarrierTimeout = 2'000ms;
 /// teardown (then it is orphaned, and freed with the queue pair). The default is 10 s.
 constexpr auto kDropTimeout = 1'000ms;
 /// Hard bound on a child process; only reached when something hangs.
-constexpr auto kProcessTimeout = 90s;
+constexpr auto kRankProcessTimeout = 90s;
 /// Barriers every rank passes before one of them is killed.
 constexpr int kBarriersBefore = 3;
 /// The world of the fault, and the rank this test process plays in it.
-constexpr std::uint32_t kWorld = 3;
+constexpr std::uint32_t kFaultWorld = 3;
 constexpr std::uint32_t kTestRank = 1;
 
 std::int64_t now_ns(Clock::time_point when = Clock::now()) {
@@ -73,10 +76,6 @@ std::int64_t now_ns(Clock::time_point when = Clock::now()) {
 
 double milliseconds_between(std::int64_t from_ns, std::int64_t to_ns) {
   return static_cast<double>(to_ns - from_ns) / 1e6;
-}
-
-double milliseconds_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
 // --- Worlds on this host ----------------------------------------------------------------
@@ -162,7 +161,7 @@ void run_new_world(const net::NetworkConfig& config, std::uint32_t rank) {
   const ProtectionDomain pd(context);
   net::Node node =
       connect_rank(config, rank, context, pd, exchanger, BarrierAlgorithm::dissemination);
-  for (const auto algorithm : kAlgorithms) node.barrier({.algorithm = algorithm});
+  for (const auto algorithm : kFaultAlgorithms) node.barrier({.algorithm = algorithm});
 
   const auto texts = exchanger.exchange("rank " + std::to_string(rank) + " of the new world");
   if (texts.at(peer) != "rank " + std::to_string(peer) + " of the new world") {
@@ -274,9 +273,9 @@ int rebuild_and_check(const std::string& new_config, const std::string& new_rank
   return 0;
 }
 
-/// Waits until `child` has printed a line `tag`, or has ended, or kProcessTimeout passed.
+/// Waits until `child` has printed a line `tag`, or has ended, or kRankProcessTimeout passed.
 bool wait_for_line(ChildProcess& child, const std::string& tag) {
-  const auto deadline = Clock::now() + kProcessTimeout;
+  const auto deadline = Clock::now() + kRankProcessTimeout;
   while (Clock::now() < deadline) {
     if (line_after(child.out(), tag)) return true;
     if (!child.running()) return line_after(child.out(), tag).has_value();
@@ -288,7 +287,7 @@ bool wait_for_line(ChildProcess& child, const std::string& tag) {
 // --- Child roles --------------------------------------------------------------------------
 
 BarrierAlgorithm algorithm_named(const std::string& name) {
-  for (const auto algorithm : kAlgorithms) {
+  for (const auto algorithm : kFaultAlgorithms) {
     if (to_string(algorithm) == name) return algorithm;
   }
   throw std::invalid_argument("no barrier algorithm '" + name + "'");
@@ -311,7 +310,7 @@ int barrier_rank_role(const std::vector<std::string>& args) {
     if (victim) {
       std::printf("PARKED\n");
       std::fflush(stdout);
-      std::this_thread::sleep_for(kProcessTimeout);  // killed long before
+      std::this_thread::sleep_for(kRankProcessTimeout);  // killed long before
       return 9;
     }
     const auto start = Clock::now();
@@ -439,7 +438,7 @@ struct Worlds {
   explicit Worlds(std::uint32_t victim)
       : directory("rank_fault"),
         device(open_test_device().name()),
-        old_world(local_world(kWorld, device)),
+        old_world(local_world(kFaultWorld, device)),
         new_world(local_world(2, device)),
         old_file(write_config(directory.path() / "old_world.json", old_world)),
         new_file(write_config(directory.path() / "new_world.json", new_world)),
@@ -493,13 +492,13 @@ void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim,
       child_role_command("rank_fault_barrier",
                          {worlds.old_file.string(), std::to_string(victim), algorithm_name,
                           "victim", worlds.new_file.string(), "-"}),
-      kProcessTimeout, dir / "victim.out");
+      kRankProcessTimeout, dir / "victim.out");
   ChildProcess survivor_process(
       child_role_command(
           "rank_fault_barrier",
           {worlds.old_file.string(), std::to_string(worlds.survivor), algorithm_name, "survivor",
            worlds.new_file.string(), std::to_string(worlds.survivor_new_rank)}),
-      kProcessTimeout, dir / "survivor.out");
+      kRankProcessTimeout, dir / "survivor.out");
 
   Fault fault;
   std::int64_t killed_at = 0;
@@ -589,12 +588,12 @@ void kill_a_rank_in_the_exchange(const std::string& mode, std::uint32_t victim) 
   ChildProcess victim_process(
       child_role_command("rank_fault_exchange", {worlds.old_file.string(), std::to_string(victim),
                                                  mode, worlds.new_file.string(), "-"}),
-      kProcessTimeout, dir / "victim.out");
+      kRankProcessTimeout, dir / "victim.out");
   ChildProcess survivor_process(
       child_role_command("rank_fault_exchange",
                          {worlds.old_file.string(), std::to_string(worlds.survivor), "survivor",
                           worlds.new_file.string(), std::to_string(worlds.survivor_new_rank)}),
-      kProcessTimeout, dir / "survivor.out");
+      kRankProcessTimeout, dir / "survivor.out");
   const std::string victim_name = "rank " + std::to_string(victim);
 
   Fault fault;

@@ -29,11 +29,11 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-constexpr auto kProcessTimeout = 60s;   // hard limit for each server and client process
-constexpr auto kListenTimeout = 15s;    // for the server to set up and listen
-constexpr auto kConnectRetryTime = 5s;  // how long a refused client is started again
+constexpr auto kPingpongProcessTimeout = 60s;  // hard limit for each server and client process
+constexpr auto kPingpongListenTimeout = 15s;   // for the server to set up and listen
+constexpr auto kConnectRetryTime = 5s;         // how long a refused client is started again
 const char* const kIters = "200";
-const char* const kSize = "4096";
+const char* const kPingpongSize = "4096";
 
 std::optional<fs::path> find_on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
@@ -78,9 +78,9 @@ class RcPingpongInterop : public ::testing::Test {
   /// The same options for both sides; the client adds the server's address.
   [[nodiscard]] std::vector<std::string> command(const fs::path& program, std::uint16_t port,
                                                  bool client) const {
-    std::vector<std::string> argv{
-        program.string(), "-d", device_, "-g", gid_index_, "-n",
-        kIters,           "-s", kSize,   "-c", "-p",       std::to_string(port)};
+    std::vector<std::string> argv{program.string(), "-d", device_, "-g",
+                                  gid_index_,       "-n", kIters,  "-s",
+                                  kPingpongSize,    "-c", "-p",    std::to_string(port)};
     if (client) argv.emplace_back("127.0.0.1");
     return argv;
   }
@@ -91,15 +91,15 @@ class RcPingpongInterop : public ::testing::Test {
                     std::uint16_t port) {
     ASSERT_FALSE(is_listening(port)) << "TCP port " << port << " is already in use";
     const TemporaryDirectory logs("rc_pingpong_interop");
-    ChildProcess server(command(server_program, port, false), kProcessTimeout,
+    ChildProcess server(command(server_program, port, false), kPingpongProcessTimeout,
                         logs.path() / "server.log");
 
-    const auto listen_deadline = Clock::now() + kListenTimeout;
+    const auto listen_deadline = Clock::now() + kPingpongListenTimeout;
     while (!is_listening(port) && server.running() && Clock::now() < listen_deadline) {
       std::this_thread::sleep_for(20ms);
     }
     ASSERT_TRUE(is_listening(port)) << "the server does not listen on TCP port " << port
-                                    << " after " << kListenTimeout.count() << " s\n"
+                                    << " after " << kPingpongListenTimeout.count() << " s\n"
                                     << server.describe();
 
     // The client is started again while its connection is refused (a listener that is not
@@ -108,7 +108,7 @@ class RcPingpongInterop : public ::testing::Test {
     std::optional<int> client_status;
     const auto retry_deadline = Clock::now() + kConnectRetryTime;
     for (int attempt = 1;; ++attempt) {
-      client.emplace(command(client_program, port, true), kProcessTimeout,
+      client.emplace(command(client_program, port, true), kPingpongProcessTimeout,
                      logs.path() / ("client" + std::to_string(attempt) + ".log"));
       client_status = client->wait();
       const bool refused =

@@ -43,9 +43,9 @@ using namespace std::chrono_literals;
 using ibv_test::throws_error;
 using ibv_test::throws_invalid_argument;
 
-constexpr ChannelTimeouts kTimeouts{.operation = 5s, .drop = 5s};
+constexpr ChannelTimeouts kSrqTimeouts{.operation = 5s, .drop = 5s};
 
-QueuePairSettings test_settings(const Context& context) {
+QueuePairSettings srq_test_settings(const Context& context) {
   QueuePairSettings settings;
   settings.gid_index = test_gid_index(context);
   settings.max_send_wr = QueueDepth(16);
@@ -57,7 +57,7 @@ QueuePairSettings test_settings(const Context& context) {
 /// builds (on a shared receive queue or pool).
 std::pair<Channel, Channel> connect(const ProtectionDomain& pd, const ChannelBuilder& receiver) {
   auto prepared_sender =
-      ChannelBuilder(pd).queue_pair(test_settings(pd.context())).timeouts(kTimeouts).build();
+      ChannelBuilder(pd).queue_pair(srq_test_settings(pd.context())).timeouts(kSrqTimeouts).build();
   auto prepared_receiver = receiver.build();
   const Endpoint sender_endpoint = prepared_sender.endpoint();
   const Endpoint receiver_endpoint = prepared_receiver.endpoint();
@@ -68,7 +68,7 @@ std::pair<Channel, Channel> connect(const ProtectionDomain& pd, const ChannelBui
 
 ChannelBuilder receiver_builder(const ProtectionDomain& pd) {
   ChannelBuilder builder(pd);
-  builder.queue_pair(test_settings(pd.context())).timeouts(kTimeouts);
+  builder.queue_pair(srq_test_settings(pd.context())).timeouts(kSrqTimeouts);
   return builder;
 }
 
@@ -162,7 +162,7 @@ TEST_F(SharedReceiveTest, QueuePairTakesTheSharedReceiveAndRefusesItsOwn) {
   const SharedReceiveQueue srq(pd, QueueDepth(8));
   const CompletionQueue cq_a(context, 32);
   const CompletionQueue cq_b(context, 32);
-  auto settings = test_settings(context);
+  auto settings = srq_test_settings(context);
   auto prepared_a = QueuePairBuilder(pd, cq_a, cq_a).settings(settings).build();
   auto prepared_b =
       QueuePairBuilder(pd, cq_b, cq_b).settings(settings).shared_receive_queue(srq).build();
@@ -252,7 +252,7 @@ std::vector<MultiChannel> local_world_with_pool(const ProtectionDomain& pd, std:
                                                 const SharedReceivePool& pool) {
   return connect_local_world(world, [&](std::uint32_t rank) {
     MultiChannelBuilder builder(pd, rank, world);
-    builder.queue_pair(test_settings(pd.context())).timeouts(kTimeouts);
+    builder.queue_pair(srq_test_settings(pd.context())).timeouts(kSrqTimeouts);
     if (rank == 0) builder.shared_receive_pool(pool);
     return builder;
   });

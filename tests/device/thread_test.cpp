@@ -42,8 +42,8 @@ constexpr std::size_t kMessage = 4096;  // bytes of one write, send or read
 constexpr std::size_t kPieces = 4;      // requests of one scoped batch
 constexpr std::size_t kPiece = kMessage / kPieces;
 constexpr std::size_t kBuffer = 4 * kMessage;  // per side: write, send, read, batch areas
-constexpr int kRounds = 12;                    // per thread; the testbed is emulated: keep small
-constexpr ChannelTimeouts kTimeouts{.operation = 20s, .drop = 20s};
+constexpr int kThreadRounds = 12;              // per thread; the testbed is emulated: keep small
+constexpr ChannelTimeouts kThreadTimeouts{.operation = 20s, .drop = 20s};
 
 /// What went wrong on one thread (empty: nothing). Threads record failures here instead of
 /// using gtest assertions, and the test thread reports them, naming the thread.
@@ -177,7 +177,7 @@ struct LoopbackPair {
   LoopbackPair(const ProtectionDomain& pd, const QueuePairSettings& settings)
       : mr_a(pd.register_remote_accessible(buffer_a, RemoteAccess::all())),
         mr_b(pd.register_remote_accessible(buffer_b, RemoteAccess::all())) {
-    auto [channel_a, channel_b] = connect_channel_pair(pd, settings, kTimeouts);
+    auto [channel_a, channel_b] = connect_channel_pair(pd, settings, kThreadTimeouts);
     a.emplace(std::move(channel_a));
     b.emplace(std::move(channel_b));
   }
@@ -202,7 +202,7 @@ TEST(ThreadsChannels, EachThreadStreamsOnItsOwnChannelsOnOneProtectionDomain) {
   const QueuePairSettings settings = thread_test_settings(context);
   const auto failures = run_on_threads(kThreads, [&](std::size_t thread, Failures& failed) {
     LoopbackPair pair(pd, settings);
-    pair.stream(static_cast<unsigned>(thread) + 1, kRounds, failed);
+    pair.stream(static_cast<unsigned>(thread) + 1, kThreadRounds, failed);
   });
   expect_no_failures(failures, "thread");
 }
@@ -219,7 +219,7 @@ TEST(ThreadsChannels, ChannelsBuiltOnOneThreadAreUsedOnOthers) {
     pairs.push_back(std::make_unique<LoopbackPair>(pd, settings));
   }
   const auto failures = run_on_threads(kThreads, [&](std::size_t thread, Failures& failed) {
-    pairs[thread]->stream(static_cast<unsigned>(thread) + 11, kRounds, failed);
+    pairs[thread]->stream(static_cast<unsigned>(thread) + 11, kThreadRounds, failed);
   });
   expect_no_failures(failures, "thread");
   // and back on this thread: each pair still works
@@ -235,7 +235,7 @@ TEST(ThreadsMultiChannel, PerPeerChannelsAreUsedFromDifferentThreads) {
   const Context context = open_test_device();
   const ProtectionDomain pd(context);
   std::vector<MultiChannel> nodes =
-      connect_local_world(pd, kWorld, thread_test_settings(context), kTimeouts);
+      connect_local_world(pd, kWorld, thread_test_settings(context), kThreadTimeouts);
   // Each rank's buffer has one area of kBuffer bytes per peer.
   std::vector<std::vector<std::byte>> buffers;
   std::vector<MemoryRegion> mrs;
@@ -253,7 +253,7 @@ TEST(ThreadsMultiChannel, PerPeerChannelsAreUsedFromDifferentThreads) {
                    std::span(buffers[r]).subspan(p * kBuffer, kBuffer)};
     const Side other{nodes[p].channel(r), mrs[p],
                      std::span(buffers[p]).subspan(r * kBuffer, kBuffer)};
-    stream_between(one, other, static_cast<unsigned>(thread) + 31, kRounds, failed);
+    stream_between(one, other, static_cast<unsigned>(thread) + 31, kThreadRounds, failed);
     // The MultiChannel knows which peer each channel's completions come from.
     const auto done = nodes[r].channel(p).write(one.gather(0, 64), other.remote(0, 64));
     failed.expect(
@@ -278,7 +278,7 @@ TEST(ThreadsMemoryRegions, RegisterAndDeregisterOnOneProtectionDomainWhileOthers
         if (thread < kPosters) {
           try {
             LoopbackPair pair(pd, settings);
-            pair.stream(static_cast<unsigned>(thread) + 41, kRounds, failed);
+            pair.stream(static_cast<unsigned>(thread) + 41, kThreadRounds, failed);
           } catch (...) {
             posters_running.fetch_sub(1);
             throw;

@@ -29,20 +29,16 @@
 #include "device_fixture.hpp"
 #include "node_ranks.hpp"
 #include "support/error_matchers.hpp"
+#include "support/timing.hpp"
 
 namespace ibv::test {
 namespace {
 
+using ibv_test::thread_cpu_time;
+
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using ibv_test::throws_error;
-
-/// CPU time the calling thread has used so far.
-std::chrono::nanoseconds thread_cpu_time() {
-  timespec now{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec);
-}
 
 /// How long the tests let a blocked waiter wait before the message arrives, and the CPU time
 /// such a wait may use at most: a spinning wait uses about all of it.

@@ -63,9 +63,9 @@ constexpr std::uint64_t kNoStopYet = ~std::uint64_t{0};
 constexpr std::size_t kWarmUpRounds = 20;
 /// At least this many rounds however short the duration: the warm-up and as many again.
 constexpr std::size_t kMinimumRounds = 2 * kWarmUpRounds;
-constexpr std::array kAlgorithms{net::BarrierAlgorithm::centralized,
-                                 net::BarrierAlgorithm::binary_tree,
-                                 net::BarrierAlgorithm::dissemination};
+constexpr std::array kSoakAlgorithms{net::BarrierAlgorithm::centralized,
+                                     net::BarrierAlgorithm::binary_tree,
+                                     net::BarrierAlgorithm::dissemination};
 
 /// The payload size of `round`: 1 byte to 8 KiB, changing every round.
 std::size_t payload_size(std::uint64_t round) {
@@ -137,7 +137,7 @@ TEST(MultiHostSoak, RingOfWritesWithImmediateAndSendsWithBarriersBetweenRounds) 
     }
     // Every receive above is posted before anyone sends, and every check of the last round is
     // done before anyone writes this round's data.
-    node.barrier({.algorithm = kAlgorithms[round % kAlgorithms.size()]});
+    node.barrier({.algorithm = kSoakAlgorithms[round % kSoakAlgorithms.size()]});
 
     const std::array write_from{out_mr.gather(std::span(outbox).first(size))};
     const std::array send_from{out_mr.gather(std::span(outbox).subspan(kMaxPayload, size))};

@@ -13,12 +13,11 @@
 #include "ibv/verbs/context.hpp"
 #include "ibv/verbs/port.hpp"
 #include "support/error_matchers.hpp"
+#include "support/text.hpp"
 
 namespace {
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using ibv_test::contains;
 
 // --- Guid ------------------------------------------------------------------------------------
 

@@ -15,15 +15,14 @@
 #include <gtest/gtest.h>
 
 #include "support/error_matchers.hpp"
+#include "support/text.hpp"
 
 namespace {
 
+using ibv_test::contains;
+
 using ibv_test::error_of;
 using ibv_test::throws_error;
-
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
 
 // The locked-memory limit as the memlock hint prints it.
 std::string memlock_text(const rlimit& limit) {

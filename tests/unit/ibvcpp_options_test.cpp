@@ -10,8 +10,11 @@
 
 #include "ibvcpp/exit_code.hpp"
 #include "ibvcpp/options.hpp"
+#include "support/text.hpp"
 
 namespace {
+
+using ibv_test::contains;
 
 using ibvcpp::Measure;
 using ibvcpp::PerfOptions;
@@ -37,10 +40,6 @@ std::string usage_error(std::initializer_list<std::string_view> args) {
     return error.what();
   }
   return "";
-}
-
-bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
 }
 
 // --- tests and roles -------------------------------------------------------------------------

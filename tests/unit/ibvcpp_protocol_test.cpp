@@ -7,16 +7,15 @@
 
 #include "ibvcpp/exit_code.hpp"
 #include "ibvcpp/protocol.hpp"
+#include "support/text.hpp"
 
 namespace {
+
+using ibv_test::contains;
 
 using ibvcpp::PeerSettings;
 
 PeerSettings settings() { return {"write_bw", {2, 65536}, 5000, 128, 1, 1024}; }
-
-bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
-}
 
 /// The ToolError code and message of `action`.
 template <typename Action>

@@ -9,18 +9,17 @@
 
 #include "ibvcpp/devices.hpp"
 #include "ibvcpp/report.hpp"
+#include "support/text.hpp"
 
 namespace {
+
+using ibv_test::contains;
 
 using ibvcpp::BwResult;
 using ibvcpp::LatResult;
 using ibvcpp::Measure;
 using ibvcpp::RunInfo;
 using ibvcpp::Verb;
-
-bool contains(const std::string& text, std::string_view part) {
-  return text.find(part) != std::string::npos;
-}
 
 RunInfo write_bw_client() {
   RunInfo info;

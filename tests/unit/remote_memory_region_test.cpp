@@ -17,17 +17,17 @@ namespace {
 
 using ibv_test::throws_invalid_argument;
 
-constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+constexpr std::uint64_t kMaxU64 = std::numeric_limits<std::uint64_t>::max();
 
 // A record as a peer might expose it: standard-layout, trivially copyable, with padding.
-struct Record {
+struct FieldRecord {
   std::uint32_t id;
   std::uint16_t flags;
   std::uint64_t count;
   std::array<char, 6> name;  // an array member: its offset and size must come out right
   std::uint8_t state;
 };
-static_assert(std::is_standard_layout_v<Record> && std::is_trivially_copyable_v<Record>);
+static_assert(std::is_standard_layout_v<FieldRecord> && std::is_trivially_copyable_v<FieldRecord>);
 
 // --- construction ----------------------------------------------------------------------------
 
@@ -46,18 +46,18 @@ TEST(RemoteMemoryRegion, KeepsItsParts) {
 }
 
 TEST(RemoteMemoryRegion, AcceptsAnEndExactlyAtTheLimit) {
-  EXPECT_EQ(ibv::RemoteMemoryRegion(kMax - 10, 10, 1).length(), 10U);
-  EXPECT_EQ(ibv::RemoteMemoryRegion(0, kMax, 1).length(), kMax);
-  EXPECT_EQ(ibv::RemoteMemoryRegion(kMax, 0, 1).address(), kMax);
+  EXPECT_EQ(ibv::RemoteMemoryRegion(kMaxU64 - 10, 10, 1).length(), 10U);
+  EXPECT_EQ(ibv::RemoteMemoryRegion(0, kMaxU64, 1).length(), kMaxU64);
+  EXPECT_EQ(ibv::RemoteMemoryRegion(kMaxU64, 0, 1).address(), kMaxU64);
 }
 
 TEST(RemoteMemoryRegion, RejectsAddressPlusLengthOverflowing) {
-  EXPECT_TRUE(throws_invalid_argument([] { (void)ibv::RemoteMemoryRegion(kMax - 10, 11, 1); },
+  EXPECT_TRUE(throws_invalid_argument([] { (void)ibv::RemoteMemoryRegion(kMaxU64 - 10, 11, 1); },
                                       {"overflows"}));
   EXPECT_TRUE(
-      throws_invalid_argument([] { (void)ibv::RemoteMemoryRegion(1, kMax, 1); }, {"overflows"}));
+      throws_invalid_argument([] { (void)ibv::RemoteMemoryRegion(1, kMaxU64, 1); }, {"overflows"}));
   EXPECT_TRUE(
-      throws_invalid_argument([] { (void)ibv::RemoteMemoryRegion(kMax, 1, 1); }, {"overflows"}));
+      throws_invalid_argument([] { (void)ibv::RemoteMemoryRegion(kMaxU64, 1, 1); }, {"overflows"}));
 }
 
 TEST(RemoteMemoryRegion, EqualityComparesAllParts) {
@@ -101,18 +101,18 @@ TEST(RemoteMemoryRegionSubRegion, RejectsOneBytePastTheEnd) {
 
 TEST(RemoteMemoryRegionSubRegion, RejectsOffsetsAndLengthsThatWouldOverflow) {
   const ibv::RemoteMemoryRegion region(0x1000, 100, 0x42);
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(1, kMax); }));
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(kMax, 1); }));
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(kMax, kMax); }));
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(kMax, 0); }));
+  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(1, kMaxU64); }));
+  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(kMaxU64, 1); }));
+  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(kMaxU64, kMaxU64); }));
+  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(kMaxU64, 0); }));
   // offset + length wraps to a small number that would pass a naive check.
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(50, kMax - 40); }));
+  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(50, kMaxU64 - 40); }));
 }
 
 TEST(RemoteMemoryRegionSubRegion, WorksAtTheTopOfTheAddressSpace) {
-  const ibv::RemoteMemoryRegion region(kMax - 100, 100, 3);
-  EXPECT_EQ(region.sub_region(100, 0).address(), kMax);
-  EXPECT_EQ(region.sub_region(60, 40), ibv::RemoteMemoryRegion(kMax - 40, 40, 3));
+  const ibv::RemoteMemoryRegion region(kMaxU64 - 100, 100, 3);
+  EXPECT_EQ(region.sub_region(100, 0).address(), kMaxU64);
+  EXPECT_EQ(region.sub_region(60, 40), ibv::RemoteMemoryRegion(kMaxU64 - 40, 40, 3));
   EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region(60, 41); }));
 }
 
@@ -123,7 +123,7 @@ TEST(RemoteMemoryRegionSubRegion, FromOffsetToTheEnd) {
   EXPECT_EQ(region.sub_region_from(100), ibv::RemoteMemoryRegion(0x1064, 0, 0x42));
   EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region_from(101); },
                                       {"sub_region_from", "offset 101", "100 bytes"}));
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region_from(kMax); }));
+  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.sub_region_from(kMaxU64); }));
 }
 
 // --- element<T> ------------------------------------------------------------------------------
@@ -146,20 +146,21 @@ TEST(RemoteMemoryRegionElement, AcceptsTheLastElementRejectsOnePast) {
 }
 
 TEST(RemoteMemoryRegionElement, RejectsIndexTimesSizeOverflowing) {
-  const ibv::RemoteMemoryRegion region(0, kMax, 5);
+  const ibv::RemoteMemoryRegion region(0, kMaxU64, 5);
   EXPECT_TRUE(throws_invalid_argument(
-      [&region] { (void)region.element<std::uint64_t>(kMax / 8 + 1); }, {"overflows"}));
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.element<std::uint64_t>(kMax); },
+      [&region] { (void)region.element<std::uint64_t>(kMaxU64 / 8 + 1); }, {"overflows"}));
+  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.element<std::uint64_t>(kMaxU64); },
                                       {"overflows"}));
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.element<Record>(kMax / 2); }));
+  EXPECT_TRUE(
+      throws_invalid_argument([&region] { (void)region.element<FieldRecord>(kMaxU64 / 2); }));
 }
 
 TEST(RemoteMemoryRegionElement, LargestIndexWithoutOverflowIsBoundsChecked) {
   // index * 8 fits in 64 bits, but the element would end past the region.
-  const ibv::RemoteMemoryRegion region(0, kMax, 5);
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.element<std::uint64_t>(kMax / 8); },
-                                      {"outside"}));
-  EXPECT_EQ(region.element<std::uint64_t>(kMax / 8 - 1).address(), (kMax / 8 - 1) * 8);
+  const ibv::RemoteMemoryRegion region(0, kMaxU64, 5);
+  EXPECT_TRUE(throws_invalid_argument(
+      [&region] { (void)region.element<std::uint64_t>(kMaxU64 / 8); }, {"outside"}));
+  EXPECT_EQ(region.element<std::uint64_t>(kMaxU64 / 8 - 1).address(), (kMaxU64 / 8 - 1) * 8);
 }
 
 TEST(RemoteMemoryRegionElement, CountsWholeElements) {
@@ -167,50 +168,52 @@ TEST(RemoteMemoryRegionElement, CountsWholeElements) {
   EXPECT_EQ(ibv::RemoteMemoryRegion(0, 87, 1).element_count<std::uint64_t>(), 10U);
   EXPECT_EQ(ibv::RemoteMemoryRegion(0, 7, 1).element_count<std::uint64_t>(), 0U);
   EXPECT_EQ(ibv::RemoteMemoryRegion(0, 7, 1).element_count<std::byte>(), 7U);
-  EXPECT_EQ(ibv::RemoteMemoryRegion(0, 5 * sizeof(Record), 1).element_count<Record>(), 5U);
+  EXPECT_EQ(ibv::RemoteMemoryRegion(0, 5 * sizeof(FieldRecord), 1).element_count<FieldRecord>(),
+            5U);
 }
 
 // --- field -----------------------------------------------------------------------------------
 
 TEST(RemoteMemoryRegionField, OffsetsEqualOffsetof) {
   using R = ibv::RemoteMemoryRegion;
-  EXPECT_EQ(R::offset_of(&Record::id), offsetof(Record, id));
-  EXPECT_EQ(R::offset_of(&Record::flags), offsetof(Record, flags));
-  EXPECT_EQ(R::offset_of(&Record::count), offsetof(Record, count));
-  EXPECT_EQ(R::offset_of(&Record::name), offsetof(Record, name));
-  EXPECT_EQ(R::offset_of(&Record::state), offsetof(Record, state));
+  EXPECT_EQ(R::offset_of(&FieldRecord::id), offsetof(FieldRecord, id));
+  EXPECT_EQ(R::offset_of(&FieldRecord::flags), offsetof(FieldRecord, flags));
+  EXPECT_EQ(R::offset_of(&FieldRecord::count), offsetof(FieldRecord, count));
+  EXPECT_EQ(R::offset_of(&FieldRecord::name), offsetof(FieldRecord, name));
+  EXPECT_EQ(R::offset_of(&FieldRecord::state), offsetof(FieldRecord, state));
 }
 
 TEST(RemoteMemoryRegionField, IsTheMembersBytes) {
-  const ibv::RemoteMemoryRegion region(0x5000, sizeof(Record), 11);
-  EXPECT_EQ(region.field(&Record::id), ibv::RemoteMemoryRegion(0x5000, 4, 11));
-  EXPECT_EQ(region.field(&Record::count),
-            ibv::RemoteMemoryRegion(0x5000 + offsetof(Record, count), 8, 11));
-  EXPECT_EQ(region.field(&Record::name),
-            ibv::RemoteMemoryRegion(0x5000 + offsetof(Record, name), 6, 11));
-  EXPECT_EQ(region.field(&Record::state),
-            ibv::RemoteMemoryRegion(0x5000 + offsetof(Record, state), 1, 11));
+  const ibv::RemoteMemoryRegion region(0x5000, sizeof(FieldRecord), 11);
+  EXPECT_EQ(region.field(&FieldRecord::id), ibv::RemoteMemoryRegion(0x5000, 4, 11));
+  EXPECT_EQ(region.field(&FieldRecord::count),
+            ibv::RemoteMemoryRegion(0x5000 + offsetof(FieldRecord, count), 8, 11));
+  EXPECT_EQ(region.field(&FieldRecord::name),
+            ibv::RemoteMemoryRegion(0x5000 + offsetof(FieldRecord, name), 6, 11));
+  EXPECT_EQ(region.field(&FieldRecord::state),
+            ibv::RemoteMemoryRegion(0x5000 + offsetof(FieldRecord, state), 1, 11));
 }
 
 TEST(RemoteMemoryRegionField, RejectsARegionSmallerThanTheStruct) {
-  const ibv::RemoteMemoryRegion region(0x5000, sizeof(Record) - 1, 11);
+  const ibv::RemoteMemoryRegion region(0x5000, sizeof(FieldRecord) - 1, 11);
   // Even a field that would fit (id, at offset 0) is refused: the region is not an S.
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.field(&Record::id); },
+  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.field(&FieldRecord::id); },
                                       {"field", "smaller than the struct"}));
-  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.field(&Record::state); }));
-  EXPECT_TRUE(throws_invalid_argument([] { (void)ibv::RemoteMemoryRegion().field(&Record::id); }));
+  EXPECT_TRUE(throws_invalid_argument([&region] { (void)region.field(&FieldRecord::state); }));
+  EXPECT_TRUE(
+      throws_invalid_argument([] { (void)ibv::RemoteMemoryRegion().field(&FieldRecord::id); }));
 }
 
 TEST(RemoteMemoryRegionField, CombinesWithElement) {
   const std::uint64_t base = 0x7f0000000000;
-  const ibv::RemoteMemoryRegion records(base, 5 * sizeof(Record), 0xabc);
+  const ibv::RemoteMemoryRegion records(base, 5 * sizeof(FieldRecord), 0xabc);
   for (std::uint64_t i = 0; i < 5; ++i) {
-    const auto count = records.element<Record>(i).field(&Record::count);
-    EXPECT_EQ(count.address(), base + i * sizeof(Record) + offsetof(Record, count)) << i;
+    const auto count = records.element<FieldRecord>(i).field(&FieldRecord::count);
+    EXPECT_EQ(count.address(), base + i * sizeof(FieldRecord) + offsetof(FieldRecord, count)) << i;
     EXPECT_EQ(count.length(), sizeof(std::uint64_t));
     EXPECT_EQ(count.rkey(), 0xabcU);
   }
-  EXPECT_TRUE(throws_invalid_argument([&records] { (void)records.element<Record>(5); }));
+  EXPECT_TRUE(throws_invalid_argument([&records] { (void)records.element<FieldRecord>(5); }));
 }
 
 // --- wire form -------------------------------------------------------------------------------
@@ -243,7 +246,7 @@ TEST(RemoteMemoryRegionBytes, ExactBytesOfSimpleValues) {
 TEST(RemoteMemoryRegionBytes, RoundTrips) {
   for (const auto& region :
        {ibv::RemoteMemoryRegion(), ibv::RemoteMemoryRegion(0x7f1234567000, 1 << 20, 0xdeadbeef),
-        ibv::RemoteMemoryRegion(0, kMax, 0xFFFFFFFF), ibv::RemoteMemoryRegion(kMax, 0, 1)}) {
+        ibv::RemoteMemoryRegion(0, kMaxU64, 0xFFFFFFFF), ibv::RemoteMemoryRegion(kMaxU64, 0, 1)}) {
     EXPECT_EQ(ibv::RemoteMemoryRegion::from_bytes(region.to_bytes()), region) << region.to_string();
   }
 }
@@ -275,9 +278,9 @@ TEST(RemoteMemoryRegionBytes, RejectsAnOverflowingRegion) {
 TEST(RemoteMemoryRegion, ToStringShowsLengthAddressAndRkey) {
   EXPECT_EQ(ibv::RemoteMemoryRegion(0x7f1200000000, 4096, 0x1234).to_string(),
             "remote MR 4096 B at 0x7f1200000000 rkey 0x1234");
-  EXPECT_EQ(ibv::RemoteMemoryRegion(0, kMax, 0xFFFFFFFF).to_string(),
+  EXPECT_EQ(ibv::RemoteMemoryRegion(0, kMaxU64, 0xFFFFFFFF).to_string(),
             "remote MR 18446744073709551615 B at 0x0 rkey 0xffffffff");
-  EXPECT_EQ(ibv::RemoteMemoryRegion(kMax, 0, 0).to_string(),
+  EXPECT_EQ(ibv::RemoteMemoryRegion(kMaxU64, 0, 0).to_string(),
             "remote MR 0 B at 0xffffffffffffffff rkey 0x0");
 }
 

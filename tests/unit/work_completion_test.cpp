@@ -15,11 +15,11 @@
 
 #include <gtest/gtest.h>
 
+#include "support/text.hpp"
+
 namespace {
 
-bool contains(std::string_view text, std::string_view part) {
-  return text.find(part) != std::string_view::npos;
-}
+using ibv_test::contains;
 
 ibv_wc make_wc(std::uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode) {
   ibv_wc wc{};
