@@ -1,7 +1,8 @@
 // Entry point of the device tests: names the RDMA device under test before running, so a log
 // always says what hardware (or Soft-RoCE) the results came from, and checks after every test
-// that it left no verbs resources behind (resource_check.hpp). `--child-role NAME ARGS...` runs
-// a registered child role instead of the tests (child_role.hpp).
+// that it left no verbs resources behind (resource_check.hpp; the run fails if it can not check,
+// unless IBV_TEST_LEAK_CHECK=off). `--child-role NAME ARGS...` runs a registered child role
+// instead of the tests (child_role.hpp).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

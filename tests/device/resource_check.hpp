@@ -2,13 +2,17 @@
 // test this process must own no kernel verbs objects (PDs, CQs, QPs, MRs, SRQs, contexts, CM
 // IDs on any RDMA device, as `rdma resource show` lists them), so a leaked QP or MR is named by
 // the test that leaked it. (Child processes a test starts have exited, and so released theirs,
-// before the test ends.)
+// before the test ends.) When it can not look (no `rdma` tool, no RDMA netlink), the run fails
+// with the reason, as a failure of the first test to end; IBV_TEST_LEAK_CHECK=off switches the
+// check off, and the run says so.
 #pragma once
 
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,6 +44,15 @@ inline std::optional<std::string> command_output(const std::string& command) {
   return text;
 }
 
+/// The start of a command's output for a message: at most 200 characters, no trailing newline.
+inline std::string output_excerpt(const std::string& text) {
+  std::string excerpt = text.substr(0, 200);
+  while (!excerpt.empty() && std::isspace(static_cast<unsigned char>(excerpt.back())) != 0) {
+    excerpt.pop_back();
+  }
+  return excerpt;
+}
+
 /// The string member `key` of a JSON object ("?" if it has none).
 inline std::string string_member(const nlohmann::json& object, const char* key) {
   const auto it = object.find(key);
@@ -53,7 +66,7 @@ inline std::optional<ResourceCounts> total_resource_counts(std::string& why) {
   const auto text = command_output("rdma -j resource show 2>&1");
   const auto list = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
   if (!list.is_array()) {
-    why = text ? "'rdma -j resource show' printed no JSON list: " + text->substr(0, 200)
+    why = text ? "'rdma -j resource show' printed no JSON list: " + output_excerpt(*text)
                : "could not run 'rdma' (iproute2)";
     return std::nullopt;
   }
@@ -90,7 +103,7 @@ inline std::optional<ResourceCounts> own_resource_counts(std::string& why) {
     if (line.empty()) continue;
     const auto list = nlohmann::json::parse(line, nullptr, false);
     if (!list.is_array() || kind >= kResourceKinds.size()) {
-      why = "'rdma -j resource show' printed no JSON list: " + text->substr(0, 200);
+      why = "'rdma -j resource show' printed no JSON list: " + output_excerpt(*text);
       return std::nullopt;
     }
     for (const auto& object : list) {
@@ -104,13 +117,14 @@ inline std::optional<ResourceCounts> own_resource_counts(std::string& why) {
   }
   if (kind != kResourceKinds.size()) {
     why = "'rdma -j resource show' printed " + std::to_string(kind) + " lists, not " +
-          std::to_string(kResourceKinds.size()) + ": " + text->substr(0, 200);
+          std::to_string(kResourceKinds.size()) + ": " + output_excerpt(*text);
     return std::nullopt;
   }
   return counts;
 }
 
-/// Fails each test after which this process owns more verbs objects than before it. Between
+/// Fails each test after which this process owns more verbs objects than before it, and the run
+/// when it can not tell (IBV_TEST_LEAK_CHECK=off, and only that, runs without the check). Between
 /// tests it owns none (every test builds its own), so one quick look at the totals says whether
 /// anything moved since the last test; only then are this process's own objects counted (which
 /// tells a leak from another process's objects on a shared machine, or a child process's still
@@ -118,15 +132,43 @@ inline std::optional<ResourceCounts> own_resource_counts(std::string& why) {
 class ResourceLeakCheck : public ::testing::EmptyTestEventListener {
  public:
   void OnTestProgramStart(const ::testing::UnitTest& /*unit_test*/) override {
+    const char* setting = std::getenv("IBV_TEST_LEAK_CHECK");
+    const std::string mode = setting == nullptr ? "" : setting;
+    if (mode == "off") {
+      off_ = true;
+      std::fprintf(stderr,
+                   "[ leaks    ] the verbs resource leak check is OFF "
+                   "(IBV_TEST_LEAK_CHECK=off): no test is checked for leaked objects\n");
+      return;
+    }
+    if (!mode.empty() && mode != "on") {
+      // Not a silent default: a misspelt "off" must not pass for one, nor the reverse.
+      unchecked_ = "IBV_TEST_LEAK_CHECK must be 'on' or 'off' (or unset), not '" + mode + "'";
+    }
     std::string why;
     baseline_ = total_resource_counts(why);
     if (!baseline_) {
-      std::fprintf(stderr, "[ leaks    ] verbs resources are NOT checked after each test: %s\n",
-                   why.c_str());
+      unchecked_ += (unchecked_.empty() ? "" : "; ") + why;
+    }
+    if (!unchecked_.empty()) {
+      std::fprintf(stderr, "[ leaks    ] the verbs resource leak check can not run: %s\n",
+                   unchecked_.c_str());
     }
   }
   void OnTestEnd(const ::testing::TestInfo& /*test*/) override {
-    if (!baseline_) return;
+    if (off_) return;
+    if (!unchecked_.empty()) {
+      // Once, on the first test to end, so that the JSON result holds it: gtest 1.12 writes
+      // a failure outside any test (here, in OnTestProgramStart) as invalid JSON.
+      if (!unchecked_reported_) {
+        unchecked_reported_ = true;
+        ADD_FAILURE() << "the verbs resource leak check can not run, so neither this test nor "
+                         "any other is checked for leaked verbs objects: "
+                      << unchecked_
+                      << " (IBV_TEST_LEAK_CHECK=off runs the tests without the check)";
+      }
+      return;
+    }
     std::string why;
     const auto total = total_resource_counts(why);
     if (total == baseline_) return;
@@ -154,6 +196,9 @@ class ResourceLeakCheck : public ::testing::EmptyTestEventListener {
   }
 
  private:
+  bool off_ = false;                        // IBV_TEST_LEAK_CHECK=off
+  std::string unchecked_;                   // why the check can not run, if it can not
+  bool unchecked_reported_ = false;         // that reason has failed a test
   std::optional<ResourceCounts> baseline_;  // the totals when the last test ended
   ResourceCounts known_leaks_;              // this process's objects already reported
 };
