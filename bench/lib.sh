@@ -1,0 +1,34 @@
+# shellcheck shell=bash
+# bench/lib.sh: what every benchmark script records with its figures: the commit they were
+# measured at and the command that made them. Sourced by the bench/ scripts.
+
+# bench_commit ROOT: `git rev-parse --short HEAD` of the tree at ROOT, with "-dirty" when it has
+# uncommitted changes; IBV_BENCH_COMMIT when set (a script that re-runs itself in the testbed
+# passes it in: the guest may not see a worktree's git directory); else "unknown".
+bench_commit() {
+  local root=$1 commit
+  if [[ -n ${IBV_BENCH_COMMIT:-} ]]; then
+    echo "$IBV_BENCH_COMMIT"
+    return
+  fi
+  commit=$(git -c safe.directory='*' -C "$root" rev-parse --short HEAD 2>/dev/null) || {
+    echo unknown
+    return
+  }
+  if [[ -n $(git -c safe.directory='*' -C "$root" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+    commit+=-dirty
+  fi
+  echo "$commit"
+}
+
+# bench_command ROOT PROGRAM ARGS...: the command line as one could type it again from ROOT
+# (PROGRAM relative to ROOT when it is inside it, every argument shell-quoted).
+bench_command() {
+  local root=$1 program=$2
+  shift 2
+  program=$(realpath -s "$program" 2>/dev/null || echo "$program")
+  program=${program#"$root"/}
+  local text
+  text=$(printf '%q ' "$program" "$@")
+  echo "${text% }"
+}
