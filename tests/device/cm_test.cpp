@@ -3,10 +3,13 @@
 // channels on one listener sharing one protection domain, and every way a connection can fail
 // (no listener, unreachable address, rejected, accept timeout, peer disconnect, also while the
 // wait sleeps, bad input) as a clear ibv::Error within its timeout.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <string>
 #include <thread>
@@ -22,6 +25,16 @@ namespace ibv::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+/// Whether thread `tid` of this process is asleep in the kernel (state S in /proc): a thread
+/// that is still on its way to a wait shows R, preempted or not.
+bool thread_sleeps(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto name_end = line.rfind(')');  // "tid (name) S ..."
+  return name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'S';
+}
 
 /// Options with short set-up timeouts, so that a failure shows quickly.
 ConnectOptions quick_options() {
@@ -204,8 +217,17 @@ TEST(Cm, PeerDisconnectFailsAReceiveThatSleeps) {
   std::vector<std::byte> in(64);
   const auto in_mr = client.protection_domain().register_local(in);
   auto receive = client.post_receive(std::vector{in_mr.scatter_all()});
-  std::thread disconnect([server = std::move(pair.second)]() mutable {
-    std::this_thread::sleep_for(300ms);
+  // The peer disconnects once the receive below is asleep, not after a delay hoped to be long
+  // enough for it to get there. A jthread, so that a throw below still joins it.
+  const pid_t waiter = ::gettid();
+  std::jthread disconnect([server = std::move(pair.second), waiter]() mutable {
+    const auto asleep_by = std::chrono::steady_clock::now() + 5s;
+    bool asleep = thread_sleeps(waiter);
+    while (!asleep && std::chrono::steady_clock::now() < asleep_by) {
+      std::this_thread::sleep_for(1ms);  // polling the waiter's state, not hoping for it
+      asleep = thread_sleeps(waiter);
+    }
+    EXPECT_TRUE(asleep) << "the receive never went to sleep";
     const Channel gone = std::move(server);  // destroyed at the end of the scope: disconnects
   });
   const auto started = std::chrono::steady_clock::now();

@@ -356,9 +356,9 @@ TEST_F(CoroTest, ASleepingLoopWaitsForAMessageWithoutSpinning) {
   loop.spawn(receives());
   loop.run_once();  // the receive is posted before the sender starts its second
   // Channel a belongs to the sender thread from here on, b to this one.
-  std::thread sender([&] {
-    std::this_thread::sleep_for(1s);
-    a->send(gather_a(0, 128));
+  std::jthread sender([&] {           // joined however the test ends
+    std::this_thread::sleep_for(1s);  // deliberate: the loop below must wait this long
+    EXPECT_NO_THROW(a->send(gather_a(0, 128)));
   });
   const auto cpu_before = thread_cpu_time();
   const bool finished = loop.run(20s);

@@ -32,6 +32,7 @@
 #include <optional>
 #include <span>
 #include <sstream>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -476,8 +477,9 @@ TEST_F(LinkFault, NetdevDownFailsTheStreamWithATypedErrorAndANewChannelWorksAfte
   Clock::time_point fault_started{};
   Clock::time_point fault_done{};
   CommandResult fault_result;
-  std::thread fault([&] {
-    while (!go) std::this_thread::sleep_for(1ms);
+  std::jthread fault([&](const std::stop_token& stop) {  // a throw below stops and joins it
+    while (!go && !stop.stop_requested()) std::this_thread::sleep_for(1ms);
+    if (!go) return;
     fault_started = Clock::now();
     fault_result = run_command({"ip", "link", "set", link_->netdev(), "down"});
     fault_done = Clock::now();

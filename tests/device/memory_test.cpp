@@ -352,7 +352,7 @@ TEST_F(MemoryTest, DeviceNodeIsReportedAndTheThreadLeftAloneWhenUnknown) {
     EXPECT_EQ(near_device(context).numa_node, std::nullopt);
   }
   std::optional<DevicePlacement> placement;
-  std::thread([&] { placement = pin_thread_to_device(context); }).join();
+  std::thread([&] { EXPECT_NO_THROW(placement = pin_thread_to_device(context)); }).join();
   ASSERT_TRUE(placement.has_value());
   EXPECT_EQ(placement->thread.has_value(), node.known()) << placement->to_string();
   if (!node.known()) {
@@ -370,7 +370,7 @@ TEST_F(MemoryTest, PinningToANodeRestrictsTheThreadToItsCpus) {
     std::optional<ThreadPlacement> placement;
     std::vector<int> affinity;
     std::thread([&] {
-      placement = pin_thread_to_node(node);
+      EXPECT_NO_THROW(placement = pin_thread_to_node(node));
       cpu_set_t set;
       CPU_ZERO(&set);
       if (sched_getaffinity(0, sizeof(set), &set) == 0) {

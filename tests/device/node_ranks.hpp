@@ -49,7 +49,7 @@ inline void run_ranks(std::uint32_t world,
   const net::NetworkConfig config = local_config(world, device);
   std::mutex mutex;
   std::exception_ptr first_error;
-  std::vector<std::thread> threads;
+  std::vector<std::jthread> threads;  // joined even if starting a later one throws
   for (std::uint32_t rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       try {

@@ -8,6 +8,9 @@
 //
 // CPU-time bounds, not timings: a thread that waits ~1 s for a message must have used far less
 // than that of its own CPU time (CLOCK_THREAD_CPUTIME_ID), which a spinning wait can not.
+// Wake-ups are counted exactly: the epoll tests' sender sends only when the test allows it
+// (ThreadSteps), so every wake-up has one known cause. Helper threads are std::jthreads, so a
+// failed ASSERT joins them instead of ending the process.
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <ctime>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -29,6 +33,7 @@
 #include "device_fixture.hpp"
 #include "node_ranks.hpp"
 #include "support/error_matchers.hpp"
+#include "support/thread_steps.hpp"
 #include "support/timing.hpp"
 
 namespace ibv::test {
@@ -54,6 +59,17 @@ constexpr auto kMostCpuWhileBlocked = 250ms;
          << "the waiting thread used " << std::chrono::duration<double>(cpu).count()
          << " s of CPU time in " << std::chrono::duration<double>(waited).count() << " s";
 }
+
+/// An epoll instance, closed when the test ends however it ends.
+struct Epoll {
+  Epoll() = default;
+  Epoll(const Epoll&) = delete;
+  Epoll& operator=(const Epoll&) = delete;
+  ~Epoll() {
+    if (fd >= 0) ::close(fd);
+  }
+  int fd = ::epoll_create1(EPOLL_CLOEXEC);
+};
 
 QueuePairSettings test_settings(const Context& context) {
   QueuePairSettings settings;
@@ -213,12 +229,13 @@ TEST_P(WaitModeTest, ABlockedReceiveWakesForALateMessageUsingLittleCpu) {
   auto [a, b] = connect_pair(pd, GetParam());
   ASSERT_TRUE(a.completion_channel().has_value());
   out()[0] = std::byte{42};
-  std::thread sender([&, &b = b] {
-    std::this_thread::sleep_for(kLateBy);
-    b.send(std::array{mr.gather(std::span<const std::byte>(out()).first(4))});
-  });
+  // From before the sender starts, so that the wait measured is at least kLateBy.
   const auto cpu_before = thread_cpu_time();
   const auto started = Clock::now();
+  std::jthread sender([&, &b = b] {
+    std::this_thread::sleep_for(kLateBy);  // deliberate: the receive below must wait this long
+    EXPECT_NO_THROW(b.send(std::array{mr.gather(std::span<const std::byte>(out()).first(4))}));
+  });
   WorkCompletion received;
   EXPECT_NO_THROW(received = a.receive(std::array{mr.scatter(in().first(4))}));
   const auto waited = Clock::now() - started;
@@ -227,7 +244,7 @@ TEST_P(WaitModeTest, ABlockedReceiveWakesForALateMessageUsingLittleCpu) {
   EXPECT_TRUE(received.ok());
   EXPECT_EQ(received.byte_length(), 4U);
   EXPECT_EQ(in()[0], std::byte{42});
-  EXPECT_GE(waited, kLateBy - 50ms) << "returned before the message was sent";
+  EXPECT_GE(waited, kLateBy) << "returned before the message was sent";
   EXPECT_TRUE(slept(cpu, waited));
 }
 
@@ -270,18 +287,20 @@ TEST_P(WaitModeTest, ManyRequestsScopesAndAFullSendQueue) {
   Channel a = std::move(prepared_a).handshake(endpoint_b);
   Channel b = std::move(prepared_b).handshake(endpoint_a);
   constexpr int kMessages = 40;
-  std::thread receiver([&] {
+  std::jthread receiver([&] {
     for (int i = 0; i < kMessages; ++i) {
-      const auto completion = b.receive(std::array{mr.scatter(in().first(4))});
-      EXPECT_TRUE(completion.ok());
+      std::optional<WorkCompletion> completion;
+      EXPECT_NO_THROW(completion = b.receive(std::array{mr.scatter(in().first(4))}));
+      if (!completion) return;  // the failure is recorded; the rest would only time out too
+      EXPECT_TRUE(completion->ok());
     }
   });
-  a.scope([&](ChannelScope& scope) {
+  EXPECT_NO_THROW(a.scope([&](ChannelScope& scope) {
     for (int i = 0; i < kMessages; ++i) {
       (void)scope.post_send(std::array{mr.gather(std::span<const std::byte>(out()).first(4))},
                             {.signaled = false});
     }
-  });
+  }));
   receiver.join();
 }
 
@@ -319,39 +338,35 @@ TEST_F(CompletionChannelTest, TheCompletionFdWakesAnEpollLoop) {
   Channel b = std::move(prepared_b).handshake(endpoint_a);
   ASSERT_EQ(a.completion_fd(), channel.fd());
 
-  const int epfd = ::epoll_create1(EPOLL_CLOEXEC);
-  ASSERT_GE(epfd, 0);
+  const Epoll epoll;
+  ASSERT_GE(epoll.fd, 0);
   epoll_event interest{.events = EPOLLIN, .data = {.u64 = 7}};
-  ASSERT_EQ(::epoll_ctl(epfd, EPOLL_CTL_ADD, a.completion_fd(), &interest), 0);
+  ASSERT_EQ(::epoll_ctl(epoll.fd, EPOLL_CTL_ADD, a.completion_fd(), &interest), 0);
 
+  // The sender sends only when the test allows it, so every wake-up has one known cause: the
+  // fd stays quiet while nothing is sent and becomes readable once for each message.
   constexpr int kMessages = 3;
-  std::thread sender([&] {
-    for (int i = 0; i < kMessages; ++i) {
-      std::this_thread::sleep_for(200ms);
-      b.send(std::array{mr.gather(std::span<const std::byte>(bytes).subspan(32, 4))});
+  ibv_test::ThreadSteps steps;
+  const std::jthread sender([&](const std::stop_token& stop) {
+    for (int i = 0; i < kMessages && steps.next(stop); ++i) {
+      EXPECT_NO_THROW(
+          b.send(std::array{mr.gather(std::span<const std::byte>(bytes).subspan(32, 4))}));
     }
   });
-  int wakeups = 0;
   for (int i = 0; i < kMessages; ++i) {
     PendingWork work = a.post_receive(std::array{mr.scatter(std::span(bytes).first(4))});
-    const auto deadline = Clock::now() + 10s;
-    for (;;) {
-      a.arm_completion_fd();
-      if (work.poll()) break;
-      ASSERT_LT(Clock::now(), deadline) << "message " << i << " never arrived";
-      epoll_event ready{};
-      const int n = ::epoll_wait(epfd, &ready, 1, 1000);
-      if (n == 1) {
-        EXPECT_EQ(ready.data.u64, 7U);
-        ++wakeups;
-      }
-      a.consume_completion_events();
-    }
-    ASSERT_TRUE(work.poll()->ok());
+    a.arm_completion_fd();
+    ASSERT_FALSE(work.poll().has_value()) << "message " << i << " arrived before it was sent";
+    epoll_event ready{};
+    ASSERT_EQ(::epoll_wait(epoll.fd, &ready, 1, 0), 0) << "woke before message " << i;
+    steps.allow();
+    ASSERT_EQ(::epoll_wait(epoll.fd, &ready, 1, 10'000), 1) << "no wake-up for message " << i;
+    EXPECT_EQ(ready.data.u64, 7U);
+    EXPECT_EQ(a.consume_completion_events(), 1U) << "message " << i;
+    const auto completion = work.poll();
+    ASSERT_TRUE(completion.has_value()) << "woken, but message " << i << " is not there";
+    EXPECT_TRUE(completion->ok());
   }
-  sender.join();
-  EXPECT_GE(wakeups, kMessages) << "the loop found the messages without the fd waking it";
-  ::close(epfd);
 }
 
 // --- MultiChannel and Node: one completion channel for every peer -----------------------------
@@ -388,12 +403,13 @@ TEST(SharedReceiveWait, ABlockedChannelOnAPoolSleepsUntilTheMessageArrives) {
 
   std::array<std::byte, 8> message{std::byte{7}};
   const MemoryRegion mr = pd.register_local(std::span(message));
-  std::thread late([&] {
-    std::this_thread::sleep_for(kLateBy);
-    sender.send(std::array{mr.gather(std::span<const std::byte>(message))});
-  });
+  // From before the sender starts, so that the wait measured is at least kLateBy.
   const auto cpu_before = thread_cpu_time();
   const auto started = Clock::now();
+  std::jthread late([&] {
+    std::this_thread::sleep_for(kLateBy);  // deliberate: the receive below must wait this long
+    EXPECT_NO_THROW(sender.send(std::array{mr.gather(std::span<const std::byte>(message))}));
+  });
   std::optional<ReceivedMessage> received;
   EXPECT_NO_THROW(received.emplace(receiver.receive_message(5s)));
   const auto waited = Clock::now() - started;
@@ -402,7 +418,7 @@ TEST(SharedReceiveWait, ABlockedChannelOnAPoolSleepsUntilTheMessageArrives) {
   ASSERT_TRUE(received.has_value());
   ASSERT_EQ(received->data().size(), message.size());
   EXPECT_EQ(received->data()[0], std::byte{7});
-  EXPECT_GE(waited, kLateBy - 50ms) << "returned before the message was sent";
+  EXPECT_GE(waited, kLateBy) << "returned before the message was sent";
   EXPECT_TRUE(slept(cpu, waited));
 }
 
@@ -421,12 +437,13 @@ TEST(SharedReceiveWait, ABlockedReceiveFromAnyPeerSleepsUntilOneSends) {
 
   std::array<std::byte, 8> message{std::byte{2}};
   const MemoryRegion mr = pd.register_local(std::span(message));
-  std::thread late([&] {
-    std::this_thread::sleep_for(kLateBy);
-    world[2].send(0, std::array{mr.gather(std::span<const std::byte>(message))});
-  });
+  // From before the sender starts, so that the wait measured is at least kLateBy.
   const auto cpu_before = thread_cpu_time();
   const auto started = Clock::now();
+  std::jthread late([&] {
+    std::this_thread::sleep_for(kLateBy);  // deliberate: the receive below must wait this long
+    EXPECT_NO_THROW(world[2].send(0, std::array{mr.gather(std::span<const std::byte>(message))}));
+  });
   std::optional<PeerMessage> received;
   EXPECT_NO_THROW(received.emplace(world[0].receive_message_any(5s)));
   const auto waited = Clock::now() - started;
@@ -436,7 +453,7 @@ TEST(SharedReceiveWait, ABlockedReceiveFromAnyPeerSleepsUntilOneSends) {
   EXPECT_EQ(received->peer, 2U);
   ASSERT_FALSE(received->message.data().empty());
   EXPECT_EQ(received->message.data()[0], std::byte{2});
-  EXPECT_GE(waited, kLateBy - 50ms) << "returned before the message was sent";
+  EXPECT_GE(waited, kLateBy) << "returned before the message was sent";
   EXPECT_TRUE(slept(cpu, waited));
   // Nothing more comes: the wait ends at its deadline, still sleeping.
   EXPECT_TRUE(throws_error(ErrorKind::timeout, [&] {
@@ -455,21 +472,22 @@ TEST(MultiChannelWait, PeersShareOneFdAndABlockedGatherUsesLittleCpu) {
   EXPECT_EQ(root.completion_fd(), root.channel(1).completion_fd());
   EXPECT_NE(root.completion_fd(), world[1].completion_fd()) << "each MultiChannel has its own";
 
-  std::vector<std::thread> senders;
+  // From before the sender starts, so that the wait measured is at least kLateBy.
+  const auto cpu_before = thread_cpu_time();
+  const auto started = Clock::now();
+  std::vector<std::jthread> senders;  // joined however the test ends
   for (std::uint32_t rank = 1; rank < 3; ++rank) {
     senders.emplace_back([&, rank] {
-      std::this_thread::sleep_for(kLateBy);
+      std::this_thread::sleep_for(kLateBy);  // deliberate: the gather below must wait this long
       bytes[32 + rank] = std::byte{static_cast<unsigned char>(rank)};
-      world[rank].send(
-          0, std::array{mr.gather(std::span<const std::byte>(bytes).subspan(32 + rank, 1))});
+      EXPECT_NO_THROW(world[rank].send(
+          0, std::array{mr.gather(std::span<const std::byte>(bytes).subspan(32 + rank, 1))}));
     });
   }
   const std::array into_1{mr.scatter(std::span(bytes).subspan(1, 1))};
   const std::array into_2{mr.scatter(std::span(bytes).subspan(2, 1))};
   const std::array receives{PeerReceive{.peer = 1, .into = into_1},
                             PeerReceive{.peer = 2, .into = into_2}};
-  const auto cpu_before = thread_cpu_time();
-  const auto started = Clock::now();
   std::vector<WorkCompletion> completions;
   EXPECT_NO_THROW(completions = root.gather_receive(receives));
   const auto waited = Clock::now() - started;
@@ -488,35 +506,35 @@ TEST(MultiChannelWait, OneEpollFdCoversEveryPeer) {
   const MemoryRegion mr = pd.register_local(std::span(bytes));
   auto world = local_world(pd, 3, WaitMode::block());
   MultiChannel& root = world[0];
-  const int epfd = ::epoll_create1(EPOLL_CLOEXEC);
-  ASSERT_GE(epfd, 0);
+  const Epoll epoll;
+  ASSERT_GE(epoll.fd, 0);
   epoll_event interest{.events = EPOLLIN, .data = {.u64 = 0}};
-  ASSERT_EQ(::epoll_ctl(epfd, EPOLL_CTL_ADD, root.completion_fd(), &interest), 0);
-  std::vector<PendingWork> works;
-  works.push_back(root.post_receive(1, std::array{mr.scatter(std::span(bytes).subspan(1, 1))}));
-  works.push_back(root.post_receive(2, std::array{mr.scatter(std::span(bytes).subspan(2, 1))}));
-  std::thread sender([&] {
-    for (std::uint32_t rank : {2U, 1U}) {  // the second peer first
-      std::this_thread::sleep_for(300ms);
-      world[rank].send(0, std::array{mr.gather(std::span<const std::byte>(bytes).subspan(40, 1))});
+  ASSERT_EQ(::epoll_ctl(epoll.fd, EPOLL_CTL_ADD, root.completion_fd(), &interest), 0);
+  std::array works{root.post_receive(1, std::array{mr.scatter(std::span(bytes).subspan(1, 1))}),
+                   root.post_receive(2, std::array{mr.scatter(std::span(bytes).subspan(2, 1))})};
+  // One peer sends each time the test allows it, the second peer first: each message must wake
+  // the one fd by itself.
+  constexpr std::array kSenders{2U, 1U};
+  ibv_test::ThreadSteps steps;
+  const std::jthread sender([&](const std::stop_token& stop) {
+    for (const std::uint32_t rank : kSenders) {
+      if (!steps.next(stop)) return;
+      EXPECT_NO_THROW(world[rank].send(
+          0, std::array{mr.gather(std::span<const std::byte>(bytes).subspan(40, 1))}));
     }
   });
-  int wakeups = 0;
-  const auto deadline = Clock::now() + 10s;
-  for (;;) {
+  for (const std::uint32_t rank : kSenders) {
     root.arm_completion_fd();
-    bool all = true;
-    for (auto& work : works) all = work.poll().has_value() && all;
-    if (all) break;
-    ASSERT_LT(Clock::now(), deadline) << "the receives never completed";
+    ASSERT_FALSE(works.at(rank - 1).poll().has_value()) << "rank " << rank << " before it sent";
     epoll_event ready{};
-    if (::epoll_wait(epfd, &ready, 1, 1000) == 1) ++wakeups;
-    root.consume_completion_events();
+    ASSERT_EQ(::epoll_wait(epoll.fd, &ready, 1, 0), 0) << "woke before rank " << rank << " sent";
+    steps.allow();
+    ASSERT_EQ(::epoll_wait(epoll.fd, &ready, 1, 10'000), 1) << "no wake-up for rank " << rank;
+    EXPECT_EQ(root.consume_completion_events(), 1U) << "rank " << rank;
+    const auto completion = works.at(rank - 1).poll();
+    ASSERT_TRUE(completion.has_value()) << "woken, but rank " << rank << "'s message is not there";
+    EXPECT_TRUE(completion->ok());
   }
-  sender.join();
-  ::close(epfd);
-  EXPECT_GE(wakeups, 2);
-  for (auto& work : works) EXPECT_TRUE(work.poll()->ok());
 }
 
 TEST(NodeWait, BarriersInBlockingModeHoldEveryoneAndALateRankCostsLittleCpu) {

@@ -19,11 +19,13 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <mutex>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -181,6 +183,30 @@ Bytes receive_exactly(const Socket& socket, std::size_t count) {
   return bytes;
 }
 
+// How many connections wait in the accept queue of the TCP listener on `port` (from
+// /proc/net/tcp: for a listening socket, rx_queue is the accept-queue length); 0 when there
+// is no such listener.
+std::size_t pending_connections(std::uint16_t port) {
+  std::ifstream table("/proc/net/tcp");
+  std::string line;
+  std::getline(table, line);  // the column names
+  while (std::getline(table, line)) {
+    // "  0: 0100007F:4E20 00000000:0000 0A 00000000:00000001 ..."
+    std::istringstream fields(line);
+    std::string slot;
+    std::string local;
+    std::string remote;
+    std::string state;
+    std::string queues;
+    fields >> slot >> local >> remote >> state >> queues;
+    const auto colon = local.find(':');
+    if (colon == std::string::npos || state != "0A") continue;  // 0A: TCP_LISTEN
+    if (std::stoul(local.substr(colon + 1), nullptr, 16) != port) continue;
+    return std::stoul(queues.substr(queues.find(':') + 1), nullptr, 16);
+  }
+  return 0;
+}
+
 // True when the other end closes the connection within 5 s (anything it sends is skipped).
 bool closed_by_peer(const Socket& socket) {
   const auto deadline = Clock::now() + 5s;
@@ -258,7 +284,7 @@ struct Outcome {
 // Runs body(rank) on one thread per rank and waits for all of them.
 std::vector<Outcome> run_ranks(std::size_t world, const std::function<void(std::uint32_t)>& body) {
   std::vector<Outcome> outcomes(world);
-  std::vector<std::thread> threads;
+  std::vector<std::jthread> threads;  // joined even if starting a later one throws
   for (std::uint32_t rank = 0; rank < world; ++rank) {
     threads.emplace_back([&outcomes, &body, rank] {
       const auto start = Clock::now();
@@ -272,7 +298,7 @@ std::vector<Outcome> run_ranks(std::size_t world, const std::function<void(std::
       outcomes[rank].elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
     });
   }
-  for (std::thread& thread : threads) thread.join();
+  for (std::jthread& thread : threads) thread.join();
   return outcomes;
 }
 
@@ -701,7 +727,7 @@ Attack attack_rank(std::size_t world, std::uint32_t victim,
   const NetworkConfig config = loopback_network(world);
   Exchanger exchanger(config, victim, test_options());
   Attack result;
-  std::thread thread([&] {
+  std::jthread thread([&] {  // joined however `attack` ends
     const auto start = Clock::now();
     try {
       static_cast<void>(exchanger.exchange_bytes(pattern(10, victim)));
@@ -796,7 +822,13 @@ TEST(ExchangerHostile, AHelloAfterTheMeshIsCompleteIsADuplicate) {
 
   const Socket impostor = connect_to(config.host(1).port);
   send_all(impostor, hello(0, 2));
-  std::this_thread::sleep_for(50ms);  // let it reach rank 1's accept queue
+  // Rank 1 accepts only while it exchanges: wait until the kernel has queued the impostor's
+  // connection there, so that the next exchange is sure to find it.
+  const auto deadline = Clock::now() + 5s;
+  while (pending_connections(config.host(1).port) == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);  // polling the condition, not hoping for it
+  }
+  ASSERT_EQ(pending_connections(config.host(1).port), 1U) << "the impostor never got queued";
   const auto outcomes = run_ranks(2, [&](std::uint32_t rank) {
     static_cast<void>(rank == 0 ? rank0.exchange(0U) : rank1.exchange(1U));
   });
@@ -947,7 +979,7 @@ TEST(ExchangerHostile, AnAcceptorThatSendsGarbageIsRejected) {
   const Socket server = listen_on(config.host(1).port);  // not an exchanger
   Exchanger exchanger(config, 0, test_options());
   Outcome outcome;
-  std::thread thread([&] {
+  std::jthread thread([&] {  // joined however the test ends
     const auto start = Clock::now();
     outcome.error = ibv_test::error_of([&] { static_cast<void>(exchanger.exchange(0U)); });
     outcome.elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
@@ -966,7 +998,7 @@ TEST(ExchangerHostile, AnAcceptorThatClosesMidMessageIsAConnectionError) {
   const Socket server = listen_on(config.host(1).port);
   Exchanger exchanger(config, 0, test_options());
   Outcome outcome;
-  std::thread thread([&] {
+  std::jthread thread([&] {  // joined however the test ends
     const auto start = Clock::now();
     outcome.error =
         ibv_test::error_of([&] { static_cast<void>(exchanger.exchange_bytes(pattern(10, 0))); });
