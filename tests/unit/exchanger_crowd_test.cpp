@@ -30,93 +30,20 @@
 #include "ibv/net/exchanger.hpp"
 #include "ibv/net/network_config.hpp"
 #include "ibv/verbs/error.hpp"
+#include "loopback_exchange.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using ibv::ErrorKind;
 using ibv::net::Exchanger;
-using ibv::net::ExchangerOptions;
-using ibv::net::MessageHeader;
-using ibv::net::MessageKind;
 using ibv::net::NetworkConfig;
-using ibv::net::NetworkConfigBuilder;
 using Bytes = std::vector<std::byte>;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+using namespace ibv_test::loopback;
 
 constexpr std::size_t kClients = 16;
-constexpr milliseconds kTimeout = 3000ms;  // the exchanges' deadline
-constexpr milliseconds kPrompt = 1500ms;   // what must come promptly comes within this
-
-// Owns one socket.
-class Socket {
- public:
-  explicit Socket(int fd = -1) noexcept : fd_(fd) {}
-  Socket(const Socket&) = delete;
-  Socket& operator=(const Socket&) = delete;
-  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Socket& operator=(Socket&& other) noexcept {
-    if (this != &other) {
-      close();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~Socket() { close(); }
-
-  [[nodiscard]] int get() const noexcept { return fd_; }
-  void close() noexcept {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-sockaddr_in ipv4(std::uint32_t host_order_address, std::uint16_t port) {
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(host_order_address);
-  address.sin_port = htons(port);
-  return address;
-}
-
-const sockaddr* as_sockaddr(const sockaddr_in& address) {
-  return reinterpret_cast<const sockaddr*>(&address);
-}
-
-bool port_is_free(std::uint16_t port) {
-  const Socket socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  const int on = 1;
-  static_cast<void>(::setsockopt(socket.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on));
-  const sockaddr_in address = ipv4(INADDR_ANY, port);
-  return ::bind(socket.get(), as_sockaddr(address), sizeof address) == 0;
-}
-
-// A loopback network of `world` ranks on free ports below the ephemeral range, from an offset of
-// the process id (another range than exchanger_test.cpp's, so parallel runs do not collide).
-NetworkConfig loopback_network(std::size_t world) {
-  static unsigned next = static_cast<unsigned>(::getpid()) * 61U + 6000U;
-  NetworkConfigBuilder builder;
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    std::uint16_t port = 0;
-    do {
-      port = static_cast<std::uint16_t>(20000U + next++ % 12000U);
-    } while (!port_is_free(port));
-    builder.add_host(
-        {.rank = rank, .hostname = "127.0.0.1", .port = port, .ibdev = "rxe0", .comment = ""});
-  }
-  return builder.build();
-}
-
-ExchangerOptions test_options() {
-  return {.timeout = kTimeout,
-          .retry_interval = 20ms,
-          .max_message_size = std::size_t{1} << 20,
-          .listen_address = "127.0.0.1"};
-}
 
 // A client of 127.0.0.1:port; an empty Socket when the connection was refused (the victim may
 // have failed and closed its port while the crowd was still arriving).
@@ -128,56 +55,18 @@ Socket connect_or_refused(std::uint16_t port) {
   return Socket();
 }
 
-Socket connect_to(std::uint16_t port) {
-  Socket socket(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  const sockaddr_in address = ipv4(INADDR_LOOPBACK, port);
-  EXPECT_EQ(::connect(socket.get(), as_sockaddr(address), sizeof address), 0)
-      << "connect to port " << port << ": " << std::strerror(errno);
-  return socket;
-}
-
-void send_all(const Socket& socket, std::span<const std::byte> bytes) {
+// Sends what it can: the victim may already have closed the connection, which is allowed here.
+void send_best_effort(const Socket& socket, std::span<const std::byte> bytes) {
   while (!bytes.empty()) {
     const ssize_t sent = ::send(socket.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (sent <= 0) return;  // the victim may already have closed it: that is allowed here
+    if (sent <= 0) return;
     bytes = bytes.subspan(static_cast<std::size_t>(sent));
   }
-}
-
-// True when the other end closes the connection within 5 s (anything it sends is skipped), or
-// when there was none.
-bool closed_by_peer(const Socket& socket) {
-  if (socket.get() < 0) return true;
-  const auto deadline = Clock::now() + 5s;
-  std::array<std::byte, 4096> sink{};
-  while (Clock::now() < deadline) {
-    pollfd entry{.fd = socket.get(), .events = POLLIN, .revents = 0};
-    if (::poll(&entry, 1, 100) != 1) continue;
-    const ssize_t n = ::recv(socket.get(), sink.data(), sink.size(), 0);
-    if (n <= 0) return true;
-  }
-  return false;
-}
-
-Bytes header(const MessageHeader& fields) {
-  const auto bytes = fields.encode();
-  return {bytes.begin(), bytes.end()};
 }
 
 Bytes text(std::string_view characters) {
   const auto bytes = std::as_bytes(std::span(characters.data(), characters.size()));
   return {bytes.begin(), bytes.end()};
-}
-
-Bytes concat(const Bytes& first, const Bytes& second) {
-  Bytes all = first;
-  all.insert(all.end(), second.begin(), second.end());
-  return all;
-}
-
-std::size_t open_descriptors() {
-  return static_cast<std::size_t>(std::distance(
-      std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator()));
 }
 
 // One exchange of `exchanger` on a thread of its own: how it ended and how long it took.
@@ -188,8 +77,9 @@ struct Exchange {
   milliseconds elapsed{};
 };
 
-std::thread start_exchange(Exchanger& exchanger, Bytes mine, Exchange& result) {
-  return std::thread([&exchanger, mine = std::move(mine), &result] {
+// A jthread, so that a test that fails before joining it still joins it.
+std::jthread start_exchange(Exchanger& exchanger, Bytes mine, Exchange& result) {
+  return std::jthread([&exchanger, mine = std::move(mine), &result] {
     const auto start = Clock::now();
     try {
       result.received = exchanger.exchange_bytes(mine);
@@ -206,7 +96,7 @@ std::thread start_exchange(Exchanger& exchanger, Bytes mine, Exchange& result) {
 template <typename Attack>
 void crowd(std::uint16_t port, Attack attack) {
   std::latch start(static_cast<std::ptrdiff_t>(kClients));
-  std::vector<std::thread> clients;
+  std::vector<std::jthread> clients;
   clients.reserve(kClients);
   for (std::size_t i = 0; i < kClients; ++i) {
     clients.emplace_back([&start, &attack, i, port] {
@@ -214,7 +104,7 @@ void crowd(std::uint16_t port, Attack attack) {
       attack(i, port);
     });
   }
-  for (std::thread& client : clients) client.join();
+  for (std::jthread& client : clients) client.join();
 }
 
 TEST(ExchangerCrowd, SixteenProbesAndSilentClientsAtOnceDoNotHoldUpTheExchange) {
@@ -224,7 +114,7 @@ TEST(ExchangerCrowd, SixteenProbesAndSilentClientsAtOnceDoNotHoldUpTheExchange) 
   Exchange victim;
   {
     Exchanger rank1(config, 1, test_options());
-    std::thread exchange = start_exchange(rank1, text("from rank 1"), victim);
+    std::jthread exchange = start_exchange(rank1, text("from rank 1"), victim);
     crowd(config.host(1).port, [&silent](std::size_t i, std::uint16_t port) {
       Socket client = connect_to(port);
       if (i % 2 == 1) silent[i] = std::move(client);  // else: a port probe, closed at once
@@ -250,17 +140,6 @@ TEST(ExchangerCrowd, SixteenProbesAndSilentClientsAtOnceDoNotHoldUpTheExchange) 
 // Sixteen different kinds of garbage, for a victim of rank 2 in a world of 4.
 Bytes garbage(std::size_t i) {
   constexpr std::uint32_t kWorld = 4;
-  auto hello = [](std::uint32_t sender, std::uint32_t world) {
-    return header({.kind = MessageKind::hello, .sender_rank = sender, .world_size = world});
-  };
-  auto data = [](std::uint32_t sender, std::uint32_t world, std::uint32_t sequence,
-                 std::uint32_t length) {
-    return header({.kind = MessageKind::data,
-                   .sender_rank = sender,
-                   .world_size = world,
-                   .sequence = sequence,
-                   .payload_length = length});
-  };
   Bytes wrong_magic = hello(0, kWorld);
   wrong_magic[0] = std::byte{'X'};
   switch (i) {
@@ -270,14 +149,14 @@ Bytes garbage(std::size_t i) {
     case 3: return hello(3, kWorld);       // a higher rank, which we dial ourselves
     case 4: return hello(0, 5);            // another world size
     case 5: return data(0, kWorld, 0, 0);  // data before a hello
-    case 6: return concat(hello(0, kWorld), data(0, kWorld, 0, 0xFFFFFFFF));  // oversized
-    case 7: return concat(hello(1, kWorld), data(1, kWorld, 9, 0));           // another sequence
+    case 6: return concat({hello(0, kWorld), data(0, kWorld, 0, 0xFFFFFFFF)});  // oversized
+    case 7: return concat({hello(1, kWorld), data(1, kWorld, 9, 0)});           // another sequence
     case 8: return text("SSH-2.0-OpenSSH_9.2p1\r\n");
     case 9: return Bytes(64, std::byte{0});
     case 10: return Bytes(64, std::byte{0xFF});
     case 11: return text("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 TLS client hello....");
     case 12: return hello(99, 1000);
-    case 13: return concat(wrong_magic, wrong_magic);
+    case 13: return concat({wrong_magic, wrong_magic});
     case 14: return text("IBVX but not really a header at all, just text");
     default: return hello(2, kWorld);  // claims to be the victim itself
   }
@@ -291,10 +170,10 @@ TEST(ExchangerCrowd, SixteenHostileClientsAtOnceFailTheExchangePromptlyAndAreAll
   std::optional<ibv::Error> next;
   {
     Exchanger rank2(config, 2, test_options());
-    std::thread exchange = start_exchange(rank2, text("from rank 2"), victim);
+    std::jthread exchange = start_exchange(rank2, text("from rank 2"), victim);
     crowd(config.host(2).port, [&clients](std::size_t i, std::uint16_t port) {
       clients[i] = connect_or_refused(port);
-      if (clients[i].get() >= 0) send_all(clients[i], garbage(i));
+      if (clients[i].get() >= 0) send_best_effort(clients[i], garbage(i));
     });
     exchange.join();
     try {
