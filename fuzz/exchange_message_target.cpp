@@ -1,8 +1,12 @@
-// The exchanger fuzz target: a replica of the receive path of ibv::net::Exchanger (Link::receive
-// and Exchanger::exchange<T> in src/net/exchanger.cpp) over a byte stream instead of a socket,
-// calling the library's real decoders: decode_header on every partial header as it arrives,
-// the payload allocated at the announced length, then Wire<T>::decode of the payload.
+// The exchanger fuzz target: the receive path of ibv::net::Exchanger over a byte stream instead
+// of a socket. Each message goes through the exchanger's own receive step
+// (IncomingMessage::receive_from, src/net/incoming_message.hpp, which Link::receive in
+// src/net/exchanger.cpp runs on its socket): decode_header on every partial header as it
+// arrives, the payload allocated at the announced length; then Wire<T>::decode of the payload
+// as Exchanger::exchange<T> does.
 #include "exchange_message_target.hpp"
+
+#include <sys/types.h>
 
 #include <algorithm>
 #include <array>
@@ -19,6 +23,7 @@
 #include "ibv/verbs/endpoint.hpp"
 #include "ibv/verbs/error.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
+#include "net/incoming_message.hpp"
 
 namespace ibv_fuzz {
 namespace {
@@ -26,6 +31,8 @@ namespace {
 using ibv::net::HeaderExpectation;
 using ibv::net::MessageHeader;
 using ibv::net::MessageKind;
+using ibv::net::detail::IncomingMessage;
+using ibv::net::detail::Progress;
 
 constexpr std::array<std::size_t, 8> kMaxPayloads = {
     std::size_t{1} << 20, 1, 8, 20, 28, 1024, 65536, std::size_t{1} << 24};
@@ -82,45 +89,60 @@ void check_error(const ibv::Error& error, const char* where) {
   check(error.errno_value() != 0, std::string(where) + ": an ibv::Error with errno 0");
 }
 
-// Receives one header from `stream` (advanced past what was consumed) as Link::receive does:
-// decode_header on every prefix that arrives. nullopt when the header was rejected or the
+// Receives one message from `stream` (advanced past what was consumed) with the exchanger's own
+// receive step, IncomingMessage::receive_from (what Link::receive runs on its socket): header
+// bytes in the chunker's recv() sizes, decode_header on every prefix, the payload allocated at
+// the announced length, then read to its end. nullopt when the header was rejected or the
 // stream ended first (the exchanger throws protocol or connection errors there).
-std::optional<MessageHeader> receive_header(std::span<const std::uint8_t>& stream,
-                                            const HeaderExpectation& expected, Chunker& chunker) {
-  std::array<std::byte, MessageHeader::kSize> header{};
-  std::size_t got = 0;
-  std::optional<MessageHeader> parsed;
-  while (got < header.size()) {
-    if (stream.empty()) return std::nullopt;  // closed mid-header: a truncated message
-    const std::size_t n = chunker.next(std::min(header.size() - got, stream.size()));
-    std::transform(stream.begin(), stream.begin() + static_cast<std::ptrdiff_t>(n),
-                   header.begin() + static_cast<std::ptrdiff_t>(got),
+std::optional<IncomingMessage> receive_message(std::span<const std::uint8_t>& stream,
+                                               const HeaderExpectation& expected,
+                                               Chunker& chunker) {
+  IncomingMessage message;
+  const auto read = [&](std::span<std::byte> target) -> ssize_t {
+    check(message.parsed.has_value() == (message.header_got == MessageHeader::kSize),
+          "decode_header returned a header for " + std::to_string(message.header_got) + " bytes");
+    if (stream.empty()) return 0;  // the peer closed
+    const std::size_t available = std::min(target.size(), stream.size());
+    const std::size_t n =
+        message.header_got < MessageHeader::kSize ? chunker.next(available) : available;
+    std::transform(stream.begin(), stream.begin() + static_cast<std::ptrdiff_t>(n), target.begin(),
                    [](std::uint8_t b) { return std::byte{b}; });
     stream = stream.subspan(n);
-    got += n;
-    try {
-      parsed = ibv::net::decode_header(std::span<const std::byte>(header).first(got), expected);
-    } catch (const ibv::Error& error) {
-      check_error(error, "decode_header");
-      check(error.kind() == ibv::ErrorKind::protocol && error.errno_value() == EPROTO,
-            "decode_header threw " + std::string(ibv::to_string(error.kind())) +
-                " instead of protocol/EPROTO: " + error.what());
-      check(std::string_view(error.what()).find(expected.peer) != std::string_view::npos,
-            std::string("a header error does not name the peer: ") + error.what());
-      return std::nullopt;
-    }
-    check(parsed.has_value() == (got == header.size()),
-          "decode_header returned a header for " + std::to_string(got) + " bytes");
+    return static_cast<ssize_t>(n);
+  };
+  int broken = 0;
+  Progress progress = Progress::waiting;
+  try {
+    progress = message.receive_from(read, expected, broken);
+  } catch (const ibv::Error& error) {
+    check_error(error, "decode_header");
+    check(error.kind() == ibv::ErrorKind::protocol && error.errno_value() == EPROTO,
+          "decode_header threw " + std::string(ibv::to_string(error.kind())) +
+              " instead of protocol/EPROTO: " + error.what());
+    check(std::string_view(error.what()).find(expected.peer) != std::string_view::npos,
+          std::string("a header error does not name the peer: ") + error.what());
+    return std::nullopt;
   }
-  const MessageHeader& h = *parsed;
-  check(h.encode() == header, "an accepted header does not re-encode to the bytes received");
-  for (std::size_t prefix = 0; prefix < header.size(); ++prefix) {
-    check(!ibv::net::decode_header(std::span<const std::byte>(header).first(prefix), expected),
+  check(broken == 0, "the receive step reported errno " + std::to_string(broken));
+  check(progress != Progress::waiting, "the receive step waits on a stream that never blocks");
+  if (progress == Progress::closed) {
+    check(stream.empty(), "the receive step stopped before the stream ended");
+    return std::nullopt;  // closed mid-message: a truncated message
+  }
+  check(message.parsed.has_value(), "a complete message without a header");
+  const MessageHeader& h = *message.parsed;
+  check(h.encode() == message.header,
+        "an accepted header does not re-encode to the bytes received");
+  for (std::size_t prefix = 0; prefix < message.header.size(); ++prefix) {
+    check(!ibv::net::decode_header(std::span<const std::byte>(message.header).first(prefix),
+                                   expected),
           "a prefix of an accepted header is not incomplete");
   }
   check(h.kind == expected.kind, "accepted a header of another kind");
   check(h.world_size == expected.world_size, "accepted another world size");
   check(h.payload_length <= expected.max_payload, "accepted a payload over the maximum");
+  check(message.payload.size() == h.payload_length && message.payload_got == h.payload_length,
+        "a complete message whose payload is not the announced length");
   if (h.kind == MessageKind::hello) {
     check(h.sender_rank < expected.receiver_rank, "accepted a hello from a rank not below ours");
     check(h.sequence == 0 && h.payload_length == 0, "accepted a hello with data");
@@ -128,7 +150,7 @@ std::optional<MessageHeader> receive_header(std::span<const std::uint8_t>& strea
     check(h.sender_rank == expected.sender_rank, "accepted data from another rank");
     check(h.sequence == expected.sequence, "accepted another sequence number");
   }
-  return parsed;
+  return message;
 }
 
 // Exchanger::exchange<T>: Wire<T>::decode of a peer's entry; an accepted entry must be exactly
@@ -192,24 +214,15 @@ void exchange_message_target(std::span<const std::uint8_t> input) {
   if (s.accepted) {
     expected.kind = MessageKind::hello;
     expected.sender_rank = 0;
-    const auto hello = receive_header(stream, expected, chunker);
+    const auto hello = receive_message(stream, expected, chunker);
     if (!hello) return;
     expected.kind = MessageKind::data;
-    expected.sender_rank = hello->sender_rank;  // Exchanger::State::identify
+    expected.sender_rank = hello->parsed->sender_rank;  // Exchanger::State::identify
   }
   for (unsigned message = 0; message < s.messages; ++message) {
-    const auto header = receive_header(stream, expected, chunker);
-    if (!header) return;
-    // Link::receive allocates the announced length before the payload arrives; that this is
-    // bounded by the maximum is asserted in receive_header. Here the stream is checked first, so
-    // that a header announcing megabytes does not cost a megabyte memset per execution (under
-    // ASan, on a loaded machine, that once took over the 5 s hang limit: see fuzz/README.md).
-    if (stream.size() < header->payload_length) return;  // closed mid-payload: truncated
-    std::vector<std::byte> payload(header->payload_length);
-    std::transform(stream.begin(), stream.begin() + static_cast<std::ptrdiff_t>(payload.size()),
-                   payload.begin(), [](std::uint8_t b) { return std::byte{b}; });
-    stream = stream.subspan(payload.size());
-    decode_payload(s.payload_type, payload);
+    const auto received = receive_message(stream, expected, chunker);
+    if (!received) return;
+    decode_payload(s.payload_type, received->payload);
     ++expected.sequence;
   }
 }

@@ -1,5 +1,6 @@
 // The exchanger fuzz target: everything ibv::net::Exchanger decodes from bytes a peer (or any
-// stray client) sends, consumed the way the exchanger consumes its sockets. Called by libFuzzer
+// stray client) sends, consumed by the exchanger's own receive step (src/net/incoming_message.hpp)
+// as the exchanger consumes its sockets. Called by libFuzzer
 // (fuzz/exchange_message_fuzzer.cpp) and by the unit test that replays the committed corpus and
 // regression inputs (tests/unit/fuzz_corpus_test.cpp).
 //

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "ibv/net/exchange_message.hpp"
+#include "net/incoming_message.hpp"
 
 namespace ibv::net {
 namespace {
@@ -149,8 +150,8 @@ bool is_resource_errno(int errno_value) {
                                     : std::string_view{});
 }
 
-// Where the receive of one message stands.
-enum class Progress { waiting, complete, closed };
+using detail::IncomingMessage;
+using detail::Progress;
 
 // One TCP connection: a peer rank's, or a stray one accepted and not yet identified.
 struct Link {
@@ -160,12 +161,7 @@ struct Link {
   bool connecting = false;          // a non-blocking connect() in progress (dialled links)
   Clock::time_point connect_start;  // when that attempt started
 
-  // The message being received: header, then payload.
-  std::array<std::byte, MessageHeader::kSize> header{};
-  std::size_t header_got = 0;
-  std::optional<MessageHeader> parsed;
-  std::vector<std::byte> payload;
-  std::size_t payload_got = 0;
+  IncomingMessage in;     // the message being received: header, then payload
   bool received = false;  // this exchange's message from the peer is complete
 
   // What is being sent: our headers (hello and/or data), then the shared payload.
@@ -181,10 +177,7 @@ struct Link {
     return fd.valid() && !connecting && received && flushed();
   }
   void expect_message() noexcept {
-    header_got = 0;
-    parsed.reset();
-    payload.clear();
-    payload_got = 0;
+    in.reset();
     received = false;
   }
   void queue(const MessageHeader& data, std::span<const std::byte> data_payload, bool with_hello,
@@ -202,46 +195,24 @@ struct Link {
   }
 
   // Reads what has arrived of the current message, never past its end, checking the header as
-  // it comes in. Throws the protocol error of a bad header.
+  // it comes in (IncomingMessage::receive_from, which the fuzz target runs too). Throws the
+  // protocol error of a bad header, the connection error of a broken connection.
   Progress receive(const HeaderExpectation& expected) {
-    while (true) {
-      std::span<std::byte> target = header_got < header.size()
-                                        ? std::span<std::byte>(header).subspan(header_got)
-                                        : std::span<std::byte>(payload).subspan(payload_got);
-      if (target.empty()) return Progress::complete;
-      const ssize_t n = ::recv(fd.get(), target.data(), target.size(), 0);
-      if (n > 0) {
-        const auto got = static_cast<std::size_t>(n);
-        if (header_got < header.size()) {
-          header_got += got;
-          parsed = decode_header(std::span<const std::byte>(header).first(header_got), expected);
-          if (parsed) payload.resize(parsed->payload_length);  // checked against the maximum
-        } else {
-          payload_got += got;
-        }
-        continue;
-      }
-      if (n == 0) return Progress::closed;
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Progress::waiting;
-      // A reset: the peer closed with our data unread, or its host is gone.
-      if (errno == ECONNRESET) return Progress::closed;
-      const int error = errno;
+    int error = 0;
+    const Progress progress = in.receive_from(
+        [&](std::span<std::byte> target) {
+          return ::recv(fd.get(), target.data(), target.size(), 0);
+        },
+        expected, error);
+    if (error != 0) {
       throw Error(ErrorKind::connection, kExchange, error,
                   name + " broke the connection " + received_so_far());
     }
+    return progress;
   }
 
   // "after 10 of the 24 header bytes (truncated message)" and the like.
-  [[nodiscard]] std::string received_so_far() const {
-    if (header_got == 0) return "before sending a message";
-    if (header_got < header.size()) {
-      return "after " + std::to_string(header_got) + " of the " + std::to_string(header.size()) +
-             " header bytes (truncated message)";
-    }
-    return "after " + std::to_string(payload_got) + " of the " + std::to_string(payload.size()) +
-           " payload bytes (truncated message)";
-  }
+  [[nodiscard]] std::string received_so_far() const { return in.received_so_far(); }
 
   // Sends what the socket takes; true when everything queued is sent.
   bool transmit() {
@@ -634,7 +605,7 @@ void Exchanger::State::serve_stray(std::size_t index) {
     case Progress::waiting: return;
     case Progress::complete: identify(index); return;
     case Progress::closed:
-      if (stray.header_got == 0) {
+      if (stray.in.header_got == 0) {
         stray.fd.reset();  // connected and left without a word: a port probe, not a rank
         return;
       }
@@ -645,7 +616,7 @@ void Exchanger::State::serve_stray(std::size_t index) {
 }
 
 void Exchanger::State::identify(std::size_t index) {
-  const std::uint32_t sender = strays[index].parsed->sender_rank;
+  const std::uint32_t sender = strays[index].in.parsed->sender_rank;
   if (peers[sender].fd.valid()) {
     throw Error(ErrorKind::protocol, kExchange, EPROTO,
                 strays[index].name + " introduced itself as rank " + std::to_string(sender) +
@@ -779,7 +750,7 @@ std::vector<std::vector<std::byte>> Exchanger::State::run(std::span<const std::b
     if (peer == rank) {
       entries_by_rank[peer].assign(mine.begin(), mine.end());
     } else {
-      entries_by_rank[peer] = std::move(peers[peer].payload);
+      entries_by_rank[peer] = std::move(peers[peer].in.payload);
       peers[peer].out_payload = {};  // the caller's buffer: not ours to keep
     }
   }
@@ -813,13 +784,13 @@ std::string Exchanger::State::waiting_reason(std::uint32_t peer) const {
     return link.name + " did not answer our connection attempt";
   }
   if (!link.received) {
-    if (link.header_got == 0) return link.name + " sent nothing for " + exchange;
-    if (link.header_got < link.header.size()) {
-      return link.name + " sent only " + std::to_string(link.header_got) + " of the " +
-             std::to_string(link.header.size()) + " header bytes of its message for " + exchange;
+    if (link.in.header_got == 0) return link.name + " sent nothing for " + exchange;
+    if (link.in.header_got < link.in.header.size()) {
+      return link.name + " sent only " + std::to_string(link.in.header_got) + " of the " +
+             std::to_string(link.in.header.size()) + " header bytes of its message for " + exchange;
     }
-    return link.name + " sent only " + std::to_string(link.payload_got) + " of the " +
-           std::to_string(link.payload.size()) + " payload bytes of its message for " + exchange;
+    return link.name + " sent only " + std::to_string(link.in.payload_got) + " of the " +
+           std::to_string(link.in.payload.size()) + " payload bytes of its message for " + exchange;
   }
   return link.name + " took only " + std::to_string(link.head_sent + link.payload_sent) +
          " of the " + std::to_string(link.out_head.size() + link.out_payload.size()) +

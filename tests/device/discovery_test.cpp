@@ -1,10 +1,13 @@
 // Device tests of discovery and queries: device list, open by name, ports, GID table, and the
 // errors for a device, port or GID index that does not exist.
 #include <algorithm>
+#include <cstdint>
+#include <optional>
 
 #include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
+#include "sysfs_gid.hpp"
 
 namespace ibv::test {
 namespace {
@@ -71,16 +74,24 @@ TEST(Discovery, GidTableHasTypesAndNetdevs) {
   const auto context = open_test_device();
   const auto table = context.gid_table();
   ASSERT_FALSE(table.empty());
+  // The entry the library must pick by itself, read from the kernel's sysfs table, not through
+  // the library: on Ethernet the RoCE v2 entry with an IPv4-mapped GID, on InfiniBand index 0.
+  const bool ethernet = context.query_port().link_layer == LinkLayer::ethernet;
+  const std::optional<std::uint32_t> expected = ethernet
+                                                    ? sysfs_roce_v2_ipv4_gid_index(context.name())
+                                                    : sysfs_infiniband_gid_index(context.name());
+  ASSERT_TRUE(expected.has_value()) << "the sysfs GID table of " << context.name()
+                                    << " has no entry the library documents choosing";
+  EXPECT_EQ(context.default_gid_index(), *expected) << "the library's automatic choice";
   const auto index = test_gid_index(context);
+  EXPECT_EQ(index, *expected) << "IBV_TEST_GID_INDEX disagrees with the sysfs GID table";
   const auto entry = context.query_gid(index);
   EXPECT_EQ(entry.index, index);
   EXPECT_FALSE(entry.gid.is_zero());
-  if (context.query_port().link_layer == LinkLayer::ethernet) {
+  if (ethernet) {
     EXPECT_EQ(entry.type, GidType::roce_v2);
     EXPECT_FALSE(entry.netdev.empty()) << entry.to_string();
-    // The library picks the RoCE v2 IPv4 entry by itself: the one the testbed names.
     EXPECT_TRUE(entry.gid.is_ipv4_mapped()) << entry.to_string();
-    EXPECT_EQ(context.default_gid_index(), index);
     if (const char* ip = std::getenv("IBV_TEST_IP"); ip != nullptr) {
       EXPECT_EQ(entry.gid.ipv4().value_or(""), ip);
     }

@@ -11,6 +11,7 @@
 #include "device_fixture.hpp"
 #include "resource_check.hpp"
 #include "support/error_matchers.hpp"
+#include "sysfs_gid.hpp"
 
 namespace ibv::test {
 namespace {
@@ -149,15 +150,19 @@ TEST_F(Setup, CompletionQueueSizeIsChecked) {
 }
 
 TEST_F(Setup, EndpointDescribesThePreparedQp) {
-  const auto index = test_gid_index(context);
   auto prepared = QueuePairBuilder(pd, cq, cq).send_psn(Psn(0x123456)).build();
   const auto endpoint = prepared.endpoint();
   EXPECT_NE(endpoint.qp_number, 0U);
   EXPECT_EQ(endpoint.psn, 0x123456U);
   EXPECT_EQ(endpoint.lid, context.query_port().lid);
   if (context.query_port().link_layer == LinkLayer::ethernet) {
-    EXPECT_EQ(prepared.gid_index(), index);  // chosen automatically
-    EXPECT_EQ(endpoint.gid, context.query_gid(index).gid);
+    // Chosen automatically: the RoCE v2 IPv4 entry, as the kernel's sysfs table shows it.
+    const auto expected = sysfs_roce_v2_ipv4_gid_index(context.name());
+    ASSERT_TRUE(expected.has_value()) << context.name() << " has no RoCE v2 IPv4 GID in sysfs";
+    EXPECT_EQ(prepared.gid_index(), *expected);
+    EXPECT_EQ(endpoint.gid, context.query_gid(*expected).gid);
+    EXPECT_EQ(test_gid_index(context), *expected)
+        << "IBV_TEST_GID_INDEX disagrees with the sysfs GID table";
   }
   EXPECT_EQ(Endpoint::from_json(endpoint.to_json()), endpoint);
   EXPECT_EQ(Endpoint::from_bytes(endpoint.to_bytes()), endpoint);
