@@ -153,7 +153,7 @@ inline std::vector<MultiChannel> connect_local_world(const ProtectionDomain& pd,
 /// Fills `bytes` with a pattern that differs per `seed`, so misplaced data is visible.
 inline void fill_pattern(std::span<std::byte> bytes, unsigned seed) {
   for (std::size_t i = 0; i < bytes.size(); ++i) {
-    bytes[i] = static_cast<std::byte>((i * 31U + seed * 7U + (i >> 8U)) & 0xffU);
+    bytes[i] = static_cast<std::byte>((i * 31U + std::size_t{seed} * 7U + (i >> 8U)) & 0xffU);
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <exception>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -149,7 +150,13 @@ class FaultLink {
   FaultLink& operator=(const FaultLink&) = delete;
   FaultLink(FaultLink&&) = delete;
   FaultLink& operator=(FaultLink&&) = delete;
-  ~FaultLink() { remove(); }
+  ~FaultLink() {
+    try {
+      remove();
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "fault test: could not remove %s: %s\n", device_.c_str(), error.what());
+    }
+  }
 
   [[nodiscard]] const std::string& netdev() const { return netdev_; }
   [[nodiscard]] const std::string& device() const { return device_; }

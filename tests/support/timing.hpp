@@ -1,9 +1,8 @@
 // Clock helpers the test files share (one definition: the test targets are unity builds).
 #pragma once
 
-#include <time.h>
-
 #include <chrono>
+#include <ctime>
 
 namespace ibv_test {
 
