@@ -1,7 +1,7 @@
 # ibverbs-cpp developer commands (`make help`). CMake does the real work; see CMakePresets.json.
 #
 #   make demo      install deps, build (ci preset), run the examples (here or in the testbed)
-#   make test      install deps, build (ci preset, -Werror), run unit, install, lint, device, multi-host and sanitizer tests
+#   make test      install deps, build (ci preset, -Werror), run every test suite (SUITES=unit,device: some)
 #   make build     install deps, configure and build (PRESET=ci by default: dev, ci, release)
 #   make test-long the long suites: fuzzing (10 min) and the 4-host soak (10 min), see scripts/run-tests
 #   make fuzz      build the libFuzzer targets (clang-14) and fuzz each for FUZZ_SECONDS (default 300)
@@ -14,6 +14,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := build
 
 PRESET ?= ci
+# make test SUITES=unit,device runs those suites only (scripts/run-tests --help lists them).
+SUITES ?=
 BUILD_DIR = build/$(PRESET)
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -35,7 +37,7 @@ build: configure
 	$(CMAKE) --build --preset $(PRESET) --parallel $(JOBS)
 
 test: build
-	scripts/run-tests $(BUILD_DIR)
+	scripts/run-tests --suites "$(SUITES)" $(BUILD_DIR)
 
 test-long: build
 	scripts/run-tests --long $(BUILD_DIR)

@@ -51,3 +51,44 @@ MSG
     return 1
   fi
 }
+
+# On a machine with an RDMA device (IBV_RUN_ON=host): exports IBV_TEST_DEVICE, IBV_TEST_GID_INDEX
+# and IBV_TEST_IP for the device tests, as the testbed does for its rxe0, unless they are set
+# already: the first device with an ACTIVE port; on RoCE its first RoCE v2 GID that maps an IPv4
+# address (index and address from sysfs); on InfiniBand GID index 0 and the IPv4 address of the
+# device's IPoIB interface, when it has one (the rdma_cm tests need it). Prints what it chose;
+# returns 1 (with the reason) when no device is ACTIVE.
+ibv_export_test_device() {
+  local dev="" d port gid_dir g i gid type h ip="" index="" netdev
+  if [[ -z ${IBV_TEST_DEVICE:-} ]]; then
+    for d in $(ibv_host_rdma_devices); do
+      if grep -qs ACTIVE /sys/class/infiniband/"$d"/ports/1/state; then dev=$d; break; fi
+    done
+    [[ -n $dev ]] || { echo "no RDMA device here has an ACTIVE port 1 (ibv_devinfo shows the states)"; return 1; }
+    export IBV_TEST_DEVICE=$dev
+  fi
+  dev=$IBV_TEST_DEVICE
+  port=/sys/class/infiniband/$dev/ports/1
+  if [[ $(cat "$port/link_layer" 2>/dev/null) == Ethernet ]]; then
+    for gid_dir in "$port"/gids/*; do
+      i=${gid_dir##*/}
+      gid=$(cat "$gid_dir" 2>/dev/null) || continue
+      [[ $gid == 0000:0000:0000:0000:0000:ffff:* ]] || continue
+      type=$(cat "$port/gid_attrs/types/$i" 2>/dev/null) || continue
+      [[ $type == "RoCE v2" ]] || continue
+      h=${gid:30:4}${gid:35:4}
+      index=$i ip=$((16#${h:0:2})).$((16#${h:2:2})).$((16#${h:4:2})).$((16#${h:6:2}))
+      break
+    done
+  else
+    index=0
+    for netdev in /sys/class/infiniband/"$dev"/device/net/*; do
+      [[ -e $netdev ]] || continue
+      ip=$(ip -4 -o addr show dev "${netdev##*/}" 2>/dev/null | awk '{ sub(/\/.*/, "", $4); print $4; exit }')
+      [[ -n $ip ]] && break
+    done
+  fi
+  [[ -n ${IBV_TEST_GID_INDEX:-} || -z $index ]] || export IBV_TEST_GID_INDEX=$index
+  [[ -n ${IBV_TEST_IP:-} || -z $ip ]] || export IBV_TEST_IP=$ip
+  echo "device $IBV_TEST_DEVICE, GID index ${IBV_TEST_GID_INDEX:-(the library chooses)}, IP ${IBV_TEST_IP:-(none: the rdma_cm tests will fail)}"
+}
