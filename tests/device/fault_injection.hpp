@@ -13,9 +13,9 @@
 
 #include <chrono>
 #include <csignal>
-#include <exception>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <optional>
