@@ -183,7 +183,7 @@ namespace {
 /// Throws unless a blocking call's own timeout is positive; called before anything is posted, so
 /// a bad timeout never leaves an orphaned request behind.
 void check_timeout(const Channel::Timeout& timeout, std::string_view operation) {
-  detail::check_positive_timeout(timeout, "Channel::" + std::string(operation),
+  detail::check_positive_timeout(timeout, detail::QualifiedName{"Channel::", operation},
                                  "nothing was posted");
 }
 

@@ -21,7 +21,7 @@ std::string milliseconds(std::chrono::nanoseconds duration) {
 }
 
 void check_timeout(const MultiChannel::Timeout& timeout, std::string_view operation) {
-  detail::check_positive_timeout(timeout, "MultiChannel::" + std::string(operation));
+  detail::check_positive_timeout(timeout, detail::QualifiedName{"MultiChannel::", operation});
 }
 
 [[noreturn]] void throw_timeout(std::string_view operation, std::chrono::nanoseconds limit) {
