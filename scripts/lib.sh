@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for scripts/*. Source it: . "$(dirname "$0")/lib.sh"   (bash)
 
 # The repository root (absolute).
