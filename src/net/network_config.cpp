@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "detail/brief_quote.hpp"
 #include "ibv/verbs/error.hpp"
 
 namespace ibv::net {
@@ -67,12 +68,22 @@ bool has_blank(std::string_view text) {
   });
 }
 
+// The longest host name DNS allows, and the longest device name the kernel gives
+// (IB_DEVICE_NAME_MAX less its NUL): longer ones are refused before any message quotes them.
+constexpr std::size_t kMaxHostname = 253;
+constexpr std::size_t kMaxIbdev = 63;
+
 void check_name(const Context& context, std::size_t index, std::string_view field,
                 const std::string& value) {
   if (value.empty()) fail(context, field_name(index, field) + " is empty");
+  const std::size_t most = field == "hostname" ? kMaxHostname : kMaxIbdev;
+  if (value.size() > most) {
+    fail(context, field_name(index, field) + " " + detail::quote_briefly(value) +
+                      " is longer than " + std::to_string(most) + " bytes");
+  }
   if (has_blank(value)) {
-    fail(context,
-         field_name(index, field) + " \"" + value + "\" contains a space or control character");
+    fail(context, field_name(index, field) + " " + detail::quote_briefly(value) +
+                      " contains a space or control character");
   }
 }
 
@@ -191,7 +202,7 @@ std::uint64_t integer_field(const Context& context, const nlohmann::json& value,
 void reject_unknown_fields(const Context& context, const nlohmann::json& entry, std::size_t index) {
   for (const auto& [key, value] : entry.items()) {
     if (std::find(kHostFields.begin(), kHostFields.end(), key) != kHostFields.end()) continue;
-    std::string problem = entry_name(index) + " has an unknown field \"" + key + "\"";
+    std::string problem = entry_name(index) + " has an unknown field " + detail::quote_briefly(key);
     const auto* const similar = std::find(kHostFields.begin(), kHostFields.end(), lowercase(key));
     if (similar != kHostFields.end()) {
       problem += " (did you mean \"" + std::string(*similar) + "\"?)";

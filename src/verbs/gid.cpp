@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 
+#include "detail/brief_quote.hpp"
 #include "ibv/verbs/error.hpp"
 
 namespace ibv {
@@ -20,7 +21,7 @@ Gid Gid::from_string(std::string_view text) {
   // inet_pton reads up to the first NUL: text with one inside must not pass as its prefix.
   if (copy.find('\0') != std::string::npos ||
       inet_pton(AF_INET6, copy.c_str(), bytes.data()) != 1) {
-    throw_invalid_argument("Gid::from_string", "\"" + copy + "\"",
+    throw_invalid_argument("Gid::from_string", detail::quote_briefly(text),
                            "is not a GID in IPv6 text form (e.g. fe80::1 or ::ffff:10.0.0.1)");
   }
   return Gid(bytes);
