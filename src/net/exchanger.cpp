@@ -785,12 +785,7 @@ std::string Exchanger::State::waiting_reason(std::uint32_t peer) const {
   }
   if (!link.received) {
     if (link.in.header_got == 0) return link.name + " sent nothing for " + exchange;
-    if (link.in.header_got < link.in.header.size()) {
-      return link.name + " sent only " + std::to_string(link.in.header_got) + " of the " +
-             std::to_string(link.in.header.size()) + " header bytes of its message for " + exchange;
-    }
-    return link.name + " sent only " + std::to_string(link.in.payload_got) + " of the " +
-           std::to_string(link.in.payload.size()) + " payload bytes of its message for " + exchange;
+    return link.name + " sent only " + link.in.progress() + " of its message for " + exchange;
   }
   return link.name + " took only " + std::to_string(link.head_sent + link.payload_sent) +
          " of the " + std::to_string(link.out_head.size() + link.out_payload.size()) +

@@ -75,15 +75,20 @@ struct IncomingMessage {
     }
   }
 
+  /// How far the message has come: "10 of the 24 header bytes", "0 of the 8 payload bytes".
+  [[nodiscard]] std::string progress() const {
+    if (header_got < header.size()) {
+      return std::to_string(header_got) + " of the " + std::to_string(header.size()) +
+             " header bytes";
+    }
+    return std::to_string(payload_got) + " of the " + std::to_string(payload.size()) +
+           " payload bytes";
+  }
+
   /// "after 10 of the 24 header bytes (truncated message)" and the like.
   [[nodiscard]] std::string received_so_far() const {
     if (header_got == 0) return "before sending a message";
-    if (header_got < header.size()) {
-      return "after " + std::to_string(header_got) + " of the " + std::to_string(header.size()) +
-             " header bytes (truncated message)";
-    }
-    return "after " + std::to_string(payload_got) + " of the " + std::to_string(payload.size()) +
-           " payload bytes (truncated message)";
+    return "after " + progress() + " (truncated message)";
   }
 };
 
