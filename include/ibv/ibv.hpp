@@ -34,6 +34,7 @@
 // Layer 2: channel, a safe point-to-point connection.
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/channel_timeouts.hpp"
+#include "ibv/channel/operation.hpp"
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/received_message.hpp"

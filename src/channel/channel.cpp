@@ -290,129 +290,23 @@ std::optional<ReceivedMessage> Channel::poll_message() {
   return message_of(*core_->pool(), *completion, "poll_message");
 }
 
-PendingWork Channel::post_send(std::span<const GatherElement> data, PostOptions options) {
-  return detail::post(
-      core_, [&](std::uint64_t id) { return SendRequest::send(id, data); }, options);
+PendingWork Channel::post_request(SendRequest& request, PostOptions options) {
+  return {core_, core_->post_send(request, options)};
 }
 
-PendingWork Channel::post_send_with_immediate(std::span<const GatherElement> data,
-                                              std::uint32_t immediate, PostOptions options) {
-  return detail::post(
-      core_,
-      [&](std::uint64_t id) { return SendRequest::send_with_immediate(id, data, immediate); },
-      options);
+PendingWork Channel::post(const op::Receive& operation, PostOptions /*options*/) {
+  return {core_, core_->post_receive(operation.into)};
 }
 
-PendingWork Channel::post_receive(std::span<const ScatterElement> into) {
-  return {core_, core_->post_receive(into)};
+WorkCompletion Channel::execute_request(SendRequest& request, Timeout timeout) {
+  const std::string_view name = detail::operation_name(request.opcode());
+  check_timeout(timeout, name);
+  return await(*core_, core_->post_send(request, {}), timeout, name);
 }
 
-PendingWork Channel::post_write(std::span<const GatherElement> data,
-                                const RemoteMemoryRegion& destination, PostOptions options) {
-  return detail::post(
-      core_, [&](std::uint64_t id) { return SendRequest::write(id, data, destination); }, options);
-}
-
-PendingWork Channel::post_write_with_immediate(std::span<const GatherElement> data,
-                                               const RemoteMemoryRegion& destination,
-                                               std::uint32_t immediate, PostOptions options) {
-  return detail::post(
-      core_,
-      [&](std::uint64_t id) {
-        return SendRequest::write_with_immediate(id, data, destination, immediate);
-      },
-      options);
-}
-
-PendingWork Channel::post_read(std::span<const ScatterElement> into,
-                               const RemoteMemoryRegion& source, PostOptions options) {
-  return detail::post(
-      core_, [&](std::uint64_t id) { return SendRequest::read(id, into, source); }, options);
-}
-
-PendingWork Channel::post_fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
-                                    std::uint64_t add, PostOptions options) {
-  return detail::post(
-      core_, [&](std::uint64_t id) { return SendRequest::fetch_add(id, result, target, add); },
-      options);
-}
-
-PendingWork Channel::post_compare_swap(const ScatterElement& result,
-                                       const RemoteMemoryRegion& target, std::uint64_t expected,
-                                       std::uint64_t desired, PostOptions options) {
-  return detail::post(
-      core_,
-      [&](std::uint64_t id) {
-        return SendRequest::compare_swap(id, result, target, expected, desired);
-      },
-      options);
-}
-
-WorkCompletion Channel::send(std::span<const GatherElement> data, Timeout timeout) {
-  check_timeout(timeout, "send");
-  const auto id = core_->post_send([&](std::uint64_t i) { return SendRequest::send(i, data); }, {});
-  return await(*core_, id, timeout, "send");
-}
-
-WorkCompletion Channel::send_with_immediate(std::span<const GatherElement> data,
-                                            std::uint32_t immediate, Timeout timeout) {
-  check_timeout(timeout, "send_with_immediate");
-  const auto id = core_->post_send(
-      [&](std::uint64_t i) { return SendRequest::send_with_immediate(i, data, immediate); }, {});
-  return await(*core_, id, timeout, "send_with_immediate");
-}
-
-WorkCompletion Channel::receive(std::span<const ScatterElement> into, Timeout timeout) {
+WorkCompletion Channel::execute(const op::Receive& operation, Timeout timeout) {
   check_timeout(timeout, "receive");
-  return await(*core_, core_->post_receive(into), timeout, "receive");
-}
-
-WorkCompletion Channel::write(std::span<const GatherElement> data,
-                              const RemoteMemoryRegion& destination, Timeout timeout) {
-  check_timeout(timeout, "write");
-  const auto id = core_->post_send(
-      [&](std::uint64_t i) { return SendRequest::write(i, data, destination); }, {});
-  return await(*core_, id, timeout, "write");
-}
-
-WorkCompletion Channel::write_with_immediate(std::span<const GatherElement> data,
-                                             const RemoteMemoryRegion& destination,
-                                             std::uint32_t immediate, Timeout timeout) {
-  check_timeout(timeout, "write_with_immediate");
-  const auto id = core_->post_send(
-      [&](std::uint64_t i) {
-        return SendRequest::write_with_immediate(i, data, destination, immediate);
-      },
-      {});
-  return await(*core_, id, timeout, "write_with_immediate");
-}
-
-WorkCompletion Channel::read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
-                             Timeout timeout) {
-  check_timeout(timeout, "read");
-  const auto id =
-      core_->post_send([&](std::uint64_t i) { return SendRequest::read(i, into, source); }, {});
-  return await(*core_, id, timeout, "read");
-}
-
-WorkCompletion Channel::fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
-                                  std::uint64_t add, Timeout timeout) {
-  check_timeout(timeout, "fetch_add");
-  const auto id = core_->post_send(
-      [&](std::uint64_t i) { return SendRequest::fetch_add(i, result, target, add); }, {});
-  return await(*core_, id, timeout, "fetch_add");
-}
-
-WorkCompletion Channel::compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
-                                     std::uint64_t expected, std::uint64_t desired,
-                                     Timeout timeout) {
-  check_timeout(timeout, "compare_swap");
-  const auto id = core_->post_send(
-      [&](std::uint64_t i) {
-        return SendRequest::compare_swap(i, result, target, expected, desired);
-      },
-      {});
-  return await(*core_, id, timeout, "compare_swap");
+  return await(*core_, core_->post_receive(operation.into), timeout, "receive");
 }
 
 }  // namespace ibv

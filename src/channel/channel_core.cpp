@@ -197,9 +197,9 @@ std::uint64_t ChannelCore::post_receive(std::span<const ScatterElement> into) {
   }
   const std::uint64_t id = next_wr_id_++;
   ReceiveRequest request(id, into);
-  qp_.check(request);  // bad input throws before waiting for room
+  const Checked<ReceiveRequest> checked = qp_.checked(request);  // bad input throws first
   wait_for_room(Queue::receive);
-  post_checked(qp_, request);
+  qp_.post(checked);
   occupy(id, State::receive, true, false);
   ++in_flight_receive_;
   return id;
@@ -268,7 +268,8 @@ void ChannelCore::ensure_retirement(std::uint64_t wr_id) {
   track_send(flush, true, SendOpcode::rdma_write, true);
 }
 
-void ChannelCore::finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion) {
+void ChannelCore::finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
+                         std::optional<WorkCompletion>* handoff) {
   if (slot.state == State::receive) --in_flight_receive_;
   if (slot.orphaned) {
     release(&slot, wr_id);
@@ -276,6 +277,11 @@ void ChannelCore::finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& 
       std::fprintf(stderr, "ibverbs-cpp: Channel: orphaned request failed: %s\n",
                    completion.to_string().c_str());
     }
+    return;
+  }
+  if (handoff != nullptr) {
+    release(&slot, wr_id);
+    *handoff = completion;
     return;
   }
   slot.state = State::arrived;
@@ -338,7 +344,8 @@ std::optional<WorkCompletion> ChannelCore::wait_shared(std::chrono::nanoseconds 
   return completion;
 }
 
-void ChannelCore::accept(const WorkCompletion& completion) {
+void ChannelCore::accept(const WorkCompletion& completion, std::uint64_t awaited,
+                         std::optional<WorkCompletion>* handoff) {
   const std::uint64_t wr_id = completion.wr_id();
   if (shared_ && (wr_id & kChannelTag) == 0) {
     keep_shared(completion);  // a receive from the shared queue: not the channel's to track
@@ -354,12 +361,12 @@ void ChannelCore::accept(const WorkCompletion& completion) {
     retire_before(wr_id, completion.qp_number());  // touches other slots only
     if (!completion.ok()) send_failed_ = true;
   }
-  finish(*slot, wr_id, completion);
+  finish(*slot, wr_id, completion, wr_id == awaited ? handoff : nullptr);
 }
 
-std::size_t ChannelCore::poll_once() {
+std::size_t ChannelCore::poll_once(std::uint64_t awaited, std::optional<WorkCompletion>* handoff) {
   const auto polled = cq_.poll(batch_);
-  for (const auto& completion : polled) accept(completion);
+  for (const auto& completion : polled) accept(completion, awaited, handoff);
   return polled.size();
 }
 
@@ -370,7 +377,12 @@ std::optional<WorkCompletion> ChannelCore::try_take(std::uint64_t wr_id, bool& t
   if (slot->state != State::arrived) {
     // A signaled request completes by itself; an unsignaled one may need a flush write.
     if (slot->state == State::send && !slot->signaled) ensure_retirement(wr_id);
-    poll_once();
+    std::optional<WorkCompletion> handed;
+    poll_once(wr_id, &handed);
+    if (handed) {
+      tracked = false;
+      return handed;
+    }
     slot = find(wr_id);  // ensure_retirement may have moved it
     if (slot == nullptr || slot->state != State::arrived) return std::nullopt;
   }

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -24,7 +25,6 @@
 #include "ibv/verbs/completion_queue.hpp"
 #include "ibv/verbs/queue_pair.hpp"
 #include "ibv/verbs/work_request.hpp"
-#include "verbs/checked_post.hpp"
 
 namespace ibv::detail {
 
@@ -80,19 +80,19 @@ class ChannelCore {
   /// Lets the channel watch (and on destruction disconnect) a connection besides its CQ.
   void set_monitor(std::unique_ptr<ConnectionMonitor> monitor) noexcept;
 
-  /// Posts the send-queue request `make(wr_id)` builds, under a fresh wr_id, after checking it
+  /// Posts `request` under a fresh wr_id (which it sets), after checking it once
   /// (QueuePair::check: bad input throws before anything waits or is posted, and leaves the
   /// channel as it was) and waiting (bounded) for room in the send queue. Returns the wr_id.
-  template <typename MakeRequest>
-  std::uint64_t post_send(MakeRequest&& make, PostOptions options) {
+  std::uint64_t post_send(SendRequest& request, PostOptions options) {
     const std::uint64_t id = next_wr_id_++;
-    SendRequest request = make(id);
+    request.native().wr_id = id;
     apply_inline(request, options.inline_data, max_inline_data_);
-    qp_.check(request);  // bad input throws before the post waits for room or touches the QP
-    wait_for_room(Queue::send);
     const bool signaled = options.signaled || must_signal();
     if (!signaled) request.unsignaled();
-    post_checked(qp_, request);  // checked above
+    // Bad input throws here, before the post waits for room or touches the QP.
+    const Checked<SendRequest> checked = qp_.checked(request);
+    wait_for_room(Queue::send);  // polls, which changes nothing must_signal() depends on
+    qp_.post(checked);
     track_send(id, signaled, request.opcode(), false);
     if (request.is_inline()) ++inline_posts_;
     return id;
@@ -168,8 +168,11 @@ class ChannelCore {
 
   using Clock = std::chrono::steady_clock;
 
-  /// Polls one batch from the CQ into the cache; returns how many arrived.
-  std::size_t poll_once();
+  /// Polls one batch from the CQ into the cache; returns how many arrived. The completion of
+  /// `awaited` (a request still tracked for its handle), if among them, goes to `*handoff`
+  /// instead of its slot, which is freed: the awaited completion is matched once.
+  std::size_t poll_once(std::uint64_t awaited = 0,
+                        std::optional<WorkCompletion>* handoff = nullptr);
   /// Polls until the CQ is empty.
   void drain();
   /// Runs `done()` (which polls) until it returns true or `deadline` passes, waiting between
@@ -178,10 +181,14 @@ class ChannelCore {
   template <typename Done>
   bool wait_until(Clock::time_point deadline, Done&& done);
   /// Takes a polled completion into account: counts, retirement, orphans, the cache.
-  void accept(const WorkCompletion& completion);
+  void accept(const WorkCompletion& completion, std::uint64_t awaited,
+              std::optional<WorkCompletion>* handoff);
   /// Retires the unsignaled requests posted before the send-queue request `wr_id`.
   void retire_before(std::uint64_t wr_id, std::uint32_t qp_number);
-  void finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion);
+  /// Records `completion` of the request in `slot`: discarded if orphaned, else handed to
+  /// `*handoff` (freeing the slot) when given, else kept in the slot for its handle.
+  void finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
+              std::optional<WorkCompletion>* handoff = nullptr);
   void track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned);
   void wait_for_room(Queue queue);
   /// Whether the next send must be signaled so that the send queue keeps being retired.
@@ -233,11 +240,18 @@ class ChannelCore {
   std::array<WorkCompletion, 32> batch_{};
 };
 
-/// Posts a send-queue request built by `make(wr_id)` and returns its PendingWork.
-template <typename MakeRequest>
-PendingWork post(const std::shared_ptr<ChannelCore>& core, MakeRequest&& make,
-                 PostOptions options) {
-  return {core, core->post_send(std::forward<MakeRequest>(make), options)};
+/// The name of a send-queue operation in the channel's messages ("write", "fetch_add").
+[[nodiscard]] constexpr std::string_view operation_name(SendOpcode opcode) noexcept {
+  switch (opcode) {
+    case SendOpcode::send: return "send";
+    case SendOpcode::send_with_immediate: return "send_with_immediate";
+    case SendOpcode::rdma_write: return "write";
+    case SendOpcode::rdma_write_with_immediate: return "write_with_immediate";
+    case SendOpcode::rdma_read: return "read";
+    case SendOpcode::atomic_fetch_and_add: return "fetch_add";
+    case SendOpcode::atomic_compare_and_swap: return "compare_swap";
+  }
+  return "post";
 }
 
 }  // namespace ibv::detail

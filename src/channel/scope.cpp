@@ -182,63 +182,12 @@ std::vector<WorkCompletion> ScopeWork::complete_all(std::string_view operation,
 
 ScopeBase::ScopeBase(std::shared_ptr<ChannelCore> core) noexcept : core_(std::move(core)) {}
 
-PendingWork& ScopeBase::post_send(std::span<const GatherElement> data, PostOptions options) {
-  return work_.keep(post(
-      core_, [&](std::uint64_t id) { return SendRequest::send(id, data); }, options));
+PendingWork& ScopeBase::post_request(SendRequest& request, PostOptions options) {
+  return work_.keep({core_, core_->post_send(request, options)});
 }
 
-PendingWork& ScopeBase::post_send_with_immediate(std::span<const GatherElement> data,
-                                                 std::uint32_t immediate, PostOptions options) {
-  return work_.keep(post(
-      core_,
-      [&](std::uint64_t id) { return SendRequest::send_with_immediate(id, data, immediate); },
-      options));
-}
-
-PendingWork& ScopeBase::post_receive(std::span<const ScatterElement> into) {
-  return work_.keep({core_, core_->post_receive(into)});
-}
-
-PendingWork& ScopeBase::post_write(std::span<const GatherElement> data,
-                                   const RemoteMemoryRegion& destination, PostOptions options) {
-  return work_.keep(post(
-      core_, [&](std::uint64_t id) { return SendRequest::write(id, data, destination); }, options));
-}
-
-PendingWork& ScopeBase::post_write_with_immediate(std::span<const GatherElement> data,
-                                                  const RemoteMemoryRegion& destination,
-                                                  std::uint32_t immediate, PostOptions options) {
-  return work_.keep(post(
-      core_,
-      [&](std::uint64_t id) {
-        return SendRequest::write_with_immediate(id, data, destination, immediate);
-      },
-      options));
-}
-
-PendingWork& ScopeBase::post_read(std::span<const ScatterElement> into,
-                                  const RemoteMemoryRegion& source, PostOptions options) {
-  return work_.keep(post(
-      core_, [&](std::uint64_t id) { return SendRequest::read(id, into, source); }, options));
-}
-
-PendingWork& ScopeBase::post_fetch_add(const ScatterElement& result,
-                                       const RemoteMemoryRegion& target, std::uint64_t add,
-                                       PostOptions options) {
-  return work_.keep(post(
-      core_, [&](std::uint64_t id) { return SendRequest::fetch_add(id, result, target, add); },
-      options));
-}
-
-PendingWork& ScopeBase::post_compare_swap(const ScatterElement& result,
-                                          const RemoteMemoryRegion& target, std::uint64_t expected,
-                                          std::uint64_t desired, PostOptions options) {
-  return work_.keep(post(
-      core_,
-      [&](std::uint64_t id) {
-        return SendRequest::compare_swap(id, result, target, expected, desired);
-      },
-      options));
+PendingWork& ScopeBase::post(const op::Receive& operation, PostOptions /*options*/) {
+  return work_.keep({core_, core_->post_receive(operation.into)});
 }
 
 }  // namespace detail

@@ -2,12 +2,19 @@
 #include "ibv/multi_channel/multi_channel_scope.hpp"
 
 #include <cstdio>
+#include <utility>
 
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "multi_channel/peer_batch.hpp"
 
 namespace ibv {
 namespace detail {
+
+Channel& MultiScopeBase::peer_channel(std::uint32_t peer) { return channels_.channel(peer); }
+
+PendingWork& MultiScopeBase::keep(std::uint32_t peer, PendingWork work) {
+  return work_.keep(std::move(work), peer);
+}
 
 PendingWork& MultiScopeBase::post_send(std::uint32_t peer, std::span<const GatherElement> data,
                                        PostOptions options) {

@@ -85,18 +85,9 @@ void CompletionQueue::request_notification(NotifyOn on) const {
   }
 }
 
-std::span<WorkCompletion> CompletionQueue::poll(std::span<WorkCompletion> out) const {
-  const auto capacity =
-      static_cast<int>(std::min<std::size_t>(out.size(), std::numeric_limits<int>::max()));
-  // WorkCompletion is standard-layout with a single ibv_wc member: pointer-interconvertible.
-  auto* raw =
-      reinterpret_cast<ibv_wc*>(out.data());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
-  const int polled = ibv_poll_cq(cq_.get(), capacity, raw);
-  if (polled < 0) {
-    throw Error(ErrorKind::driver, "ibv_poll_cq", EIO, "the completion queue is broken",
-                "the device or driver failed; this CQ and the QPs using it can not be trusted");
-  }
-  return out.first(static_cast<std::size_t>(polled));
+void detail::throw_poll_failure() {
+  throw Error(ErrorKind::driver, "ibv_poll_cq", EIO, "the completion queue is broken",
+              "the device or driver failed; this CQ and the QPs using it can not be trusted");
 }
 
 int CompletionQueue::capacity() const noexcept { return cq_->cqe; }

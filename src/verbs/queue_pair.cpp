@@ -13,7 +13,6 @@
 
 #include "ibv/verbs/error.hpp"
 #include "verbs/atomic_check.hpp"
-#include "verbs/checked_post.hpp"
 #include "verbs/queue_pair_resolve.hpp"
 
 namespace ibv {
@@ -75,14 +74,12 @@ std::string_view state_name(ibv_qp_state state) {
   }
 }
 
-// Links `requests` through their `next` pointers, posts them with one call of `post` and
-// unlinks them again (the caller's requests stay reusable one by one). Always inlined: it is
-// the hot path of every post, and with several callers GCC would otherwise call it (measured
-// by bench/hot_path: about 25 instructions per post).
+// Links `requests` through their `next` pointers, posts them with one call of `post` (one
+// doorbell) and unlinks them again (the caller's requests stay reusable one by one). The batch
+// posts; a single request goes through QueuePair::post, inline in the header.
 template <typename Request, typename Native>
-[[gnu::always_inline]] inline void post_linked(std::span<Request> requests, ibv_qp* qp,
-                                               int (*post)(ibv_qp*, Native*, Native**),
-                                               std::string_view verb) {
+void post_linked(std::span<Request> requests, ibv_qp* qp, int (*post)(ibv_qp*, Native*, Native**),
+                 std::string_view verb) {
   if (requests.empty()) return;
   for (std::size_t i = 0; i + 1 < requests.size(); ++i) {
     requests[i].native().next = &requests[i + 1].native();
@@ -92,9 +89,8 @@ template <typename Request, typename Native>
   const int rc = post(qp, &requests.front().native(), &bad);
   for (auto& request : requests) request.native().next = nullptr;
   if (rc != 0) {
-    std::string detail = "QP " + std::to_string(qp->qp_num);
-    if (bad != nullptr) detail += ", rejected wr_id " + std::to_string(bad->wr_id);
-    throw_verb_error(verb, rc, detail);
+    detail::throw_post_failure(verb, qp->qp_num, rc,
+                               bad == nullptr ? std::nullopt : std::optional(bad->wr_id));
   }
 }
 
@@ -520,8 +516,6 @@ QueuePair PreparedQueuePair::handshake(const Endpoint& remote) && {
 QueuePair::QueuePair(std::unique_ptr<detail::QueuePairCore> core, const Endpoint& remote) noexcept
     : core_(std::move(core)), remote_(remote) {}
 
-std::uint32_t QueuePair::qp_number() const noexcept { return core_->qp->qp_num; }
-
 Endpoint QueuePair::local_endpoint() const { return endpoint_of(*core_); }
 
 std::string QueuePair::query_state() const {
@@ -576,15 +570,9 @@ void QueuePair::check(const SendRequest& request) const {
 
 void QueuePair::check(const ReceiveRequest& request) const { check_receive(*core_, request); }
 
-void QueuePair::post_send(SendRequest& request) const { post_send(std::span(&request, 1)); }
-
 void QueuePair::post_send(std::span<SendRequest> requests) const {
   for (const auto& request : requests) check(request);
   post_linked(requests, core_->qp.get(), ibv_post_send, "ibv_post_send");
-}
-
-void QueuePair::post_receive(ReceiveRequest& request) const {
-  post_receive(std::span(&request, 1));
 }
 
 void QueuePair::post_receive(std::span<ReceiveRequest> requests) const {
@@ -613,12 +601,11 @@ void QueuePair::post_receive(std::uint64_t wr_id, std::span<const ScatterElement
   post_receive(request);
 }
 
-void detail::post_checked(const QueuePair& qp, SendRequest& request) {
-  post_linked(std::span(&request, 1), qp.native(), ibv_post_send, "ibv_post_send");
-}
-
-void detail::post_checked(const QueuePair& qp, ReceiveRequest& request) {
-  post_linked(std::span(&request, 1), qp.native(), ibv_post_recv, "ibv_post_recv");
+void detail::throw_post_failure(std::string_view verb, std::uint32_t qp_number, int errno_value,
+                                std::optional<std::uint64_t> rejected) {
+  std::string detail = "QP " + std::to_string(qp_number);
+  if (rejected) detail += ", rejected wr_id " + std::to_string(*rejected);
+  throw_verb_error(verb, errno_value, detail);
 }
 
 }  // namespace ibv

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "ibv/channel/channel_timeouts.hpp"
+#include "ibv/channel/operation.hpp"
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/received_message.hpp"
@@ -121,17 +122,19 @@ class PreparedChannel {
 /// One connected RDMA channel. Move-only; not thread-safe (one thread uses a channel at a
 /// time; channels on one protection domain may be used by different threads).
 ///
-/// Three ways to post, from the most to the least guarded:
-/// - blocking: `send`, `receive`, `write`, `read`, `fetch_add`, `compare_swap` (and the
-///   immediate forms) post one request
-///   and wait for its completion, throwing ibv::WorkError if it failed. With a timeout, a
-///   request that does not complete in time throws ibv::Error (timeout) and is orphaned: it
-///   stays posted, so its buffers remain in use until it completes or the channel is
-///   destroyed (a timed-out receive takes the next message that arrives), and the channel
-///   stays usable for everything else.
-/// - scoped: `scope([&](ibv::ChannelScope& s) { ... })` returns only after every request
-///   posted through `s` has completed, also when the body throws (see scope.hpp).
-/// - unpolled: `post_*` return a PendingWork to poll or wait on; its destructor waits.
+/// Every operation is a value (ibv/channel/operation.hpp: op::Send, op::Receive, op::Write,
+/// op::Read, op::FetchAdd, op::CompareSwap), and there are three ways to post any of them, from
+/// the most to the least guarded:
+/// - blocking: `execute(operation)` posts it and waits for its completion, throwing
+///   ibv::WorkError if it failed. With a timeout, a request that does not complete in time
+///   throws ibv::Error (timeout) and is orphaned: it stays posted, so its buffers remain in use
+///   until it completes or the channel is destroyed (a timed-out receive takes the next message
+///   that arrives), and the channel stays usable for everything else.
+/// - scoped: `scope([&](ibv::ChannelScope& s) { s.post(operation); })` returns only after every
+///   request posted through `s` has completed, also when the body throws (see scope.hpp).
+/// - unpolled: `post(operation)` returns a PendingWork to poll or wait on; its destructor waits.
+/// The named calls (`write(data, remote)`, `post_write(data, remote)`, ...) are those, spelled
+/// out: `execute(op::Write{data, remote})`, `post(op::Write{data, remote})`.
 ///
 /// Sends and writes whose data fits the queue pair's max_inline_data (as the device granted
 /// it) go inline by default: PostOptions::inline_data (InlinePolicy) changes that per request;
@@ -213,19 +216,51 @@ class Channel {
   [[nodiscard]] static Channel connect(std::string_view address, std::uint16_t port,
                                        const ConnectOptions& options = {});
 
-  // Blocking: post one request and wait for it (default: the channel's operation timeout).
-  WorkCompletion send(std::span<const GatherElement> data, Timeout timeout = {});
+  /// Blocking: posts `operation` (any of ibv/channel/operation.hpp) and waits for its
+  /// completion, at most `timeout` (default: the channel's operation timeout). Returns the
+  /// completion; throws ibv::WorkError if it failed, ibv::Error (timeout) if it did not arrive.
+  template <op::SendOperation Operation>
+  WorkCompletion execute(const Operation& operation, Timeout timeout = {}) {
+    SendRequest request = operation.request(0);
+    return execute_request(request, timeout);
+  }
+  WorkCompletion execute(const op::Receive& operation, Timeout timeout = {});
+
+  /// Unpolled: posts `operation`; the returned handle tracks it. PostOptions choose unsignaled
+  /// (see post_options.hpp) and inline posting.
+  template <op::SendOperation Operation>
+  PendingWork post(const Operation& operation, PostOptions options = {}) {
+    SendRequest request = operation.request(0);
+    return post_request(request, options);
+  }
+  /// Receives are always signaled and never inline: `options` do not apply to them.
+  PendingWork post(const op::Receive& operation, PostOptions options = {});
+
+  // The operations by name: execute() and post() of the operation.
+  WorkCompletion send(std::span<const GatherElement> data, Timeout timeout = {}) {
+    return execute(op::Send{data}, timeout);
+  }
   WorkCompletion send_with_immediate(std::span<const GatherElement> data, std::uint32_t immediate,
-                                     Timeout timeout = {});
+                                     Timeout timeout = {}) {
+    return execute(op::Send{data, immediate}, timeout);
+  }
   /// Receives one message into `into` (empty for immediate-only messages).
-  WorkCompletion receive(std::span<const ScatterElement> into, Timeout timeout = {});
+  WorkCompletion receive(std::span<const ScatterElement> into, Timeout timeout = {}) {
+    return execute(op::Receive{into}, timeout);
+  }
   WorkCompletion write(std::span<const GatherElement> data, const RemoteMemoryRegion& destination,
-                       Timeout timeout = {});
+                       Timeout timeout = {}) {
+    return execute(op::Write{data, destination}, timeout);
+  }
   WorkCompletion write_with_immediate(std::span<const GatherElement> data,
                                       const RemoteMemoryRegion& destination,
-                                      std::uint32_t immediate, Timeout timeout = {});
+                                      std::uint32_t immediate, Timeout timeout = {}) {
+    return execute(op::Write{data, destination, immediate}, timeout);
+  }
   WorkCompletion read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
-                      Timeout timeout = {});
+                      Timeout timeout = {}) {
+    return execute(op::Read{into, source}, timeout);
+  }
 
   /// Atomic fetch-and-add: adds `add` (modulo 2^64) to the 8-byte word at the start of
   /// `target` on the peer and writes the word's value from before into `result`, one
@@ -239,33 +274,49 @@ class Channel {
   /// device able to do atomics. A target the peer registered without atomic access fails on
   /// the device: ibv::WorkError with remote_access_error.
   WorkCompletion fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
-                           std::uint64_t add, Timeout timeout = {});
+                           std::uint64_t add, Timeout timeout = {}) {
+    return execute(op::FetchAdd{result, target, add}, timeout);
+  }
   /// Atomic compare-and-swap: if the 8-byte word at the start of `target` equals `expected`,
   /// replaces it with `desired`; either way writes the word's value from before into `result`
   /// (so the swap happened iff the result equals `expected`). As fetch_add() otherwise.
   WorkCompletion compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
-                              std::uint64_t expected, std::uint64_t desired, Timeout timeout = {});
+                              std::uint64_t expected, std::uint64_t desired, Timeout timeout = {}) {
+    return execute(op::CompareSwap{result, target, expected, desired}, timeout);
+  }
 
-  // Unpolled: post one request; the returned handle tracks it. PostOptions choose unsignaled
-  // (see post_options.hpp) and inline posting.
-  PendingWork post_send(std::span<const GatherElement> data, PostOptions options = {});
+  PendingWork post_send(std::span<const GatherElement> data, PostOptions options = {}) {
+    return post(op::Send{data}, options);
+  }
   PendingWork post_send_with_immediate(std::span<const GatherElement> data, std::uint32_t immediate,
-                                       PostOptions options = {});
-  PendingWork post_receive(std::span<const ScatterElement> into);
+                                       PostOptions options = {}) {
+    return post(op::Send{data, immediate}, options);
+  }
+  PendingWork post_receive(std::span<const ScatterElement> into) { return post(op::Receive{into}); }
   PendingWork post_write(std::span<const GatherElement> data, const RemoteMemoryRegion& destination,
-                         PostOptions options = {});
+                         PostOptions options = {}) {
+    return post(op::Write{data, destination}, options);
+  }
   PendingWork post_write_with_immediate(std::span<const GatherElement> data,
                                         const RemoteMemoryRegion& destination,
-                                        std::uint32_t immediate, PostOptions options = {});
+                                        std::uint32_t immediate, PostOptions options = {}) {
+    return post(op::Write{data, destination, immediate}, options);
+  }
   PendingWork post_read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
-                        PostOptions options = {});
+                        PostOptions options = {}) {
+    return post(op::Read{into, source}, options);
+  }
   /// fetch_add() / compare_swap() unpolled: `result` holds the old value once the handle
   /// completes. Never inline (InlinePolicy::always is rejected).
   PendingWork post_fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
-                             std::uint64_t add, PostOptions options = {});
+                             std::uint64_t add, PostOptions options = {}) {
+    return post(op::FetchAdd{result, target, add}, options);
+  }
   PendingWork post_compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
                                 std::uint64_t expected, std::uint64_t desired,
-                                PostOptions options = {});
+                                PostOptions options = {}) {
+    return post(op::CompareSwap{result, target, expected, desired}, options);
+  }
 
   // Shared receives (channels built on a shared receive queue or pool; see above).
   /// The oldest completion of a shared receive that took a message on this channel, waiting
@@ -332,6 +383,10 @@ class Channel {
  private:
   friend struct detail::ChannelAccess;
   explicit Channel(std::shared_ptr<detail::ChannelCore> core) noexcept;
+  /// The one blocking path and the one unpolled path of every send-queue operation: `request`
+  /// (made by the operation under wr_id 0) gets the channel's wr_id, is checked once and posted.
+  WorkCompletion execute_request(SendRequest& request, Timeout timeout);
+  PendingWork post_request(SendRequest& request, PostOptions options);
 
   std::shared_ptr<detail::ChannelCore> core_;
 };

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "ibv/channel/operation.hpp"
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/verbs/error.hpp"
@@ -167,24 +168,51 @@ class ScopeBase {
   ScopeBase(ScopeBase&&) = delete;
   ScopeBase& operator=(ScopeBase&&) = delete;
 
-  PendingWork& post_send(std::span<const GatherElement> data, PostOptions options = {});
+  /// Posts `operation` (any of ibv/channel/operation.hpp) and keeps its handle until the scope
+  /// ends.
+  template <op::SendOperation Operation>
+  PendingWork& post(const Operation& operation, PostOptions options = {}) {
+    SendRequest request = operation.request(0);
+    return post_request(request, options);
+  }
+  /// Receives are always signaled and never inline: `options` do not apply to them.
+  PendingWork& post(const op::Receive& operation, PostOptions options = {});
+
+  // The operations by name: post() of the operation.
+  PendingWork& post_send(std::span<const GatherElement> data, PostOptions options = {}) {
+    return post(op::Send{data}, options);
+  }
   PendingWork& post_send_with_immediate(std::span<const GatherElement> data,
-                                        std::uint32_t immediate, PostOptions options = {});
-  PendingWork& post_receive(std::span<const ScatterElement> into);
+                                        std::uint32_t immediate, PostOptions options = {}) {
+    return post(op::Send{data, immediate}, options);
+  }
+  PendingWork& post_receive(std::span<const ScatterElement> into) {
+    return post(op::Receive{into});
+  }
   PendingWork& post_write(std::span<const GatherElement> data,
-                          const RemoteMemoryRegion& destination, PostOptions options = {});
+                          const RemoteMemoryRegion& destination, PostOptions options = {}) {
+    return post(op::Write{data, destination}, options);
+  }
   PendingWork& post_write_with_immediate(std::span<const GatherElement> data,
                                          const RemoteMemoryRegion& destination,
-                                         std::uint32_t immediate, PostOptions options = {});
+                                         std::uint32_t immediate, PostOptions options = {}) {
+    return post(op::Write{data, destination, immediate}, options);
+  }
   PendingWork& post_read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
-                         PostOptions options = {});
+                         PostOptions options = {}) {
+    return post(op::Read{into, source}, options);
+  }
   /// Atomics (see Channel::fetch_add / compare_swap): `result` holds the old value once the
   /// request completes, at the latest when the scope ends.
   PendingWork& post_fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
-                              std::uint64_t add, PostOptions options = {});
+                              std::uint64_t add, PostOptions options = {}) {
+    return post(op::FetchAdd{result, target, add}, options);
+  }
   PendingWork& post_compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
                                  std::uint64_t expected, std::uint64_t desired,
-                                 PostOptions options = {});
+                                 PostOptions options = {}) {
+    return post(op::CompareSwap{result, target, expected, desired}, options);
+  }
 
   /// Requests posted through this scope so far.
   [[nodiscard]] std::size_t size() const noexcept { return work_.size(); }
@@ -192,6 +220,9 @@ class ScopeBase {
  protected:
   explicit ScopeBase(std::shared_ptr<ChannelCore> core) noexcept;
   ~ScopeBase() = default;
+  /// The one posting path of a scope: posts `request` on the channel (Channel::post's path)
+  /// and keeps its handle.
+  PendingWork& post_request(SendRequest& request, PostOptions options);
 
   std::shared_ptr<ChannelCore> core_;
   ScopeWork work_;

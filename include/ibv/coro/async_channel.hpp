@@ -1,5 +1,5 @@
-// The coroutine forms of the Channel's operations: each posts one request at once and returns
-// the AsyncWork to co_await in an ibv::Task.
+// The coroutine form of the Channel's operations: async(channel, operation) posts one request at
+// once and returns the AsyncWork to co_await in an ibv::Task; async_send etc. name it.
 //
 //   ibv::Task<> pinger(ibv::Channel& channel, std::span<const ibv::GatherElement> message) {
 //     ibv::WorkCompletion done = co_await ibv::async_send(channel, message);
@@ -12,33 +12,85 @@
 #include <span>
 
 #include "ibv/channel/channel.hpp"
+#include "ibv/channel/operation.hpp"
 #include "ibv/coro/async_work.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
 
 namespace ibv {
 
-// Each function checks its arguments as the blocking call of the same name does (a timeout
-// must be positive; the request is checked against the queue pair), throwing ibv::Error
-// (invalid_argument) before anything is posted, then posts (Channel::post_*) and returns the
-// AsyncWork. Awaiting it gives the WorkCompletion, or throws ibv::WorkError (failed) or
-// ibv::Error (timeout: no completion within `timeout`, default the channel's operation
-// timeout, counted from the post; the request is orphaned as a blocking call's). The request
-// is in flight from the call, not from the co_await: post several, then await them.
+namespace detail {
+/// The timeout to await with: `timeout` (throws ibv::Error, invalid_argument, naming
+/// `operation` when it is not positive: before anything is posted) or `fallback`.
+[[nodiscard]] std::chrono::nanoseconds async_timeout(const Channel::Timeout& timeout,
+                                                     std::chrono::milliseconds fallback,
+                                                     const char* operation);
 
-AsyncWork async_send(Channel& channel, std::span<const GatherElement> data,
-                     Channel::Timeout timeout = {});
-AsyncWork async_send_with_immediate(Channel& channel, std::span<const GatherElement> data,
-                                    std::uint32_t immediate, Channel::Timeout timeout = {});
+/// async() under the name `operation` (a string literal) in errors.
+template <op::Operation Operation>
+AsyncWork async_post(Channel& channel, const Operation& operation, Channel::Timeout timeout,
+                     const char* name) {
+  const auto limit = async_timeout(timeout, channel.timeouts().operation, name);
+  return AsyncWork(channel.post(operation), limit, name);
+}
+}  // namespace detail
+
+/// Posts `operation` (any of ibv/channel/operation.hpp) on `channel` at once and returns the
+/// AsyncWork to co_await. Checked as the blocking Channel::execute() checks (a timeout must be
+/// positive; the request is checked against the queue pair), throwing ibv::Error
+/// (invalid_argument) before anything is posted. Awaiting it gives the WorkCompletion, or
+/// throws ibv::WorkError (failed) or ibv::Error (timeout: no completion within `timeout`,
+/// default the channel's operation timeout, counted from the post; the request is orphaned as a
+/// blocking call's). The request is in flight from the call, not from the co_await: post
+/// several, then await them.
+template <op::Operation Operation>
+AsyncWork async(Channel& channel, const Operation& operation, Channel::Timeout timeout = {}) {
+  return detail::async_post(channel, operation, timeout, "ibv::async");
+}
+
+// The operations by name: async() of the operation.
+inline AsyncWork async_send(Channel& channel, std::span<const GatherElement> data,
+                            Channel::Timeout timeout = {}) {
+  return detail::async_post(channel, op::Send{data}, timeout, "ibv::async_send");
+}
+inline AsyncWork async_send_with_immediate(Channel& channel, std::span<const GatherElement> data,
+                                           std::uint32_t immediate, Channel::Timeout timeout = {}) {
+  return detail::async_post(channel, op::Send{data, immediate}, timeout,
+                            "ibv::async_send_with_immediate");
+}
 /// Receives one message into `into` (empty for immediate-only messages).
-AsyncWork async_receive(Channel& channel, std::span<const ScatterElement> into,
-                        Channel::Timeout timeout = {});
-AsyncWork async_write(Channel& channel, std::span<const GatherElement> data,
-                      const RemoteMemoryRegion& destination, Channel::Timeout timeout = {});
-AsyncWork async_write_with_immediate(Channel& channel, std::span<const GatherElement> data,
-                                     const RemoteMemoryRegion& destination, std::uint32_t immediate,
-                                     Channel::Timeout timeout = {});
-AsyncWork async_read(Channel& channel, std::span<const ScatterElement> into,
-                     const RemoteMemoryRegion& source, Channel::Timeout timeout = {});
+inline AsyncWork async_receive(Channel& channel, std::span<const ScatterElement> into,
+                               Channel::Timeout timeout = {}) {
+  return detail::async_post(channel, op::Receive{into}, timeout, "ibv::async_receive");
+}
+inline AsyncWork async_write(Channel& channel, std::span<const GatherElement> data,
+                             const RemoteMemoryRegion& destination, Channel::Timeout timeout = {}) {
+  return detail::async_post(channel, op::Write{data, destination}, timeout, "ibv::async_write");
+}
+inline AsyncWork async_write_with_immediate(Channel& channel, std::span<const GatherElement> data,
+                                            const RemoteMemoryRegion& destination,
+                                            std::uint32_t immediate,
+                                            Channel::Timeout timeout = {}) {
+  return detail::async_post(channel, op::Write{data, destination, immediate}, timeout,
+                            "ibv::async_write_with_immediate");
+}
+inline AsyncWork async_read(Channel& channel, std::span<const ScatterElement> into,
+                            const RemoteMemoryRegion& source, Channel::Timeout timeout = {}) {
+  return detail::async_post(channel, op::Read{into, source}, timeout, "ibv::async_read");
+}
+/// Channel::fetch_add as a coroutine: `result` holds the old value once the await returns.
+inline AsyncWork async_fetch_add(Channel& channel, const ScatterElement& result,
+                                 const RemoteMemoryRegion& target, std::uint64_t add,
+                                 Channel::Timeout timeout = {}) {
+  return detail::async_post(channel, op::FetchAdd{result, target, add}, timeout,
+                            "ibv::async_fetch_add");
+}
+/// Channel::compare_swap as a coroutine: `result` holds the old value once the await returns.
+inline AsyncWork async_compare_swap(Channel& channel, const ScatterElement& result,
+                                    const RemoteMemoryRegion& target, std::uint64_t expected,
+                                    std::uint64_t desired, Channel::Timeout timeout = {}) {
+  return detail::async_post(channel, op::CompareSwap{result, target, expected, desired}, timeout,
+                            "ibv::async_compare_swap");
+}
 
 }  // namespace ibv

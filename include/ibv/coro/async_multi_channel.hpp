@@ -5,12 +5,24 @@
 #include <cstdint>
 #include <span>
 
+#include "ibv/coro/async_channel.hpp"
 #include "ibv/coro/async_work.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
 
 namespace ibv {
+
+/// async(channel, operation) on `channels.channel(peer)`: posts `operation` (any of
+/// ibv/channel/operation.hpp) to `peer` at once. Throws ibv::Error (invalid_argument) before
+/// anything is posted for a peer that is this rank or not below the world size; otherwise as
+/// the Channel form. A remote region in `operation` is not checked against the peer (the named
+/// calls below take a PeerRemoteMemoryRegion and check it).
+template <op::Operation Operation>
+AsyncWork async(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
+                MultiChannel::Timeout timeout = {}) {
+  return detail::async_post(channels.channel(peer), operation, timeout, "ibv::async");
+}
 
 // As the Channel forms (async_channel.hpp), with the peer checked as MultiChannel's blocking
 // calls check it (this rank, or not below the world size, or a region tagged with another peer:

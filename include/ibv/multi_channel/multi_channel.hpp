@@ -183,7 +183,21 @@ class MultiChannel {
   /// returns how many. Throws as completion_fd().
   std::size_t consume_completion_events();
 
-  // Blocking, one peer.
+  /// Blocking, one peer, any operation (ibv/channel/operation.hpp): channel(peer).execute().
+  /// Throws ibv::Error (invalid_argument) before posting for a peer that is this rank or not
+  /// below the world size. A remote region in `operation` is a plain RemoteMemoryRegion:
+  /// the named calls below take a PeerRemoteMemoryRegion and also check that it is `peer`'s.
+  template <op::Operation Operation>
+  WorkCompletion execute(std::uint32_t peer, const Operation& operation, Timeout timeout = {}) {
+    return channel(peer).execute(operation, timeout);
+  }
+  /// Unpolled, one peer, any operation: channel(peer).post(); checked as execute().
+  template <op::Operation Operation>
+  PendingWork post(std::uint32_t peer, const Operation& operation, PostOptions options = {}) {
+    return channel(peer).post(operation, options);
+  }
+
+  // Blocking, one peer, by name.
   WorkCompletion send(std::uint32_t peer, std::span<const GatherElement> data,
                       Timeout timeout = {});
   WorkCompletion send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
@@ -218,7 +232,7 @@ class MultiChannel {
                                              std::span<const GatherElement> data,
                                              Timeout timeout = {});
 
-  // Unpolled, one peer.
+  // Unpolled, one peer, by name.
   PendingWork post_send(std::uint32_t peer, std::span<const GatherElement> data,
                         PostOptions options = {});
   PendingWork post_send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,

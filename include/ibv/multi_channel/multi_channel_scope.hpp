@@ -8,6 +8,8 @@
 #include <exception>
 #include <span>
 
+#include "ibv/channel/channel.hpp"
+#include "ibv/channel/operation.hpp"
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/scope.hpp"
@@ -31,6 +33,14 @@ class MultiScopeBase {
   MultiScopeBase(MultiScopeBase&&) = delete;
   MultiScopeBase& operator=(MultiScopeBase&&) = delete;
 
+  /// Posts `operation` (any of ibv/channel/operation.hpp) to `peer` and keeps its handle
+  /// until the scope ends; checked as MultiChannel::post(peer, operation).
+  template <op::Operation Operation>
+  PendingWork& post(std::uint32_t peer, const Operation& operation, PostOptions options = {}) {
+    return keep(peer, peer_channel(peer).post(operation, options));
+  }
+
+  // By name, with regions tagged with their peer (checked against `peer`).
   PendingWork& post_send(std::uint32_t peer, std::span<const GatherElement> data,
                          PostOptions options = {});
   PendingWork& post_send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
@@ -64,6 +74,10 @@ class MultiScopeBase {
  protected:
   explicit MultiScopeBase(MultiChannel& channels) noexcept : channels_(channels) {}
   ~MultiScopeBase() = default;
+  /// MultiChannel::channel(peer), for the template above.
+  [[nodiscard]] Channel& peer_channel(std::uint32_t peer);
+  /// Keeps `work`, posted to `peer`, until the scope ends.
+  PendingWork& keep(std::uint32_t peer, PendingWork work);
 
   MultiChannel& channels_;
   ScopeWork work_;

@@ -3,7 +3,12 @@
 // channel, so that a thread can sleep until the next completion instead of spinning.
 #pragma once
 
+#include <infiniband/verbs.h>
+
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -12,9 +17,12 @@
 #include "ibv/verbs/context.hpp"
 #include "ibv/verbs/work_completion.hpp"
 
-struct ibv_cq;
-
 namespace ibv {
+
+namespace detail {
+/// Throws the Error of a failed ibv_poll_cq (a broken queue, not a failed request).
+[[noreturn, gnu::cold]] void throw_poll_failure();
+}  // namespace detail
 
 /// Which completions raise an event once a completion queue is armed (request_notification).
 enum class NotifyOn : std::uint8_t {
@@ -38,7 +46,18 @@ class CompletionQueue {
   /// Polls up to `out.size()` completions into `out` and returns the filled prefix (empty when
   /// none are ready). Never blocks, never allocates. Throws ibv::Error if the device reports a
   /// polling failure (a broken CQ, not a failed work request: those are values in `out`).
-  std::span<WorkCompletion> poll(std::span<WorkCompletion> out) const;
+  /// Inline: nothing between the caller and the provider's poll.
+  std::span<WorkCompletion> poll(std::span<WorkCompletion> out) const {
+    const auto capacity =
+        static_cast<int>(std::min<std::size_t>(out.size(), std::numeric_limits<int>::max()));
+    // WorkCompletion is standard-layout with a single ibv_wc member: pointer-interconvertible.
+    auto* raw = reinterpret_cast<ibv_wc*>(  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+        out.data());
+    const int polled = ibv_poll_cq(cq_.get(), capacity, raw);
+    if (polled < 0) [[unlikely]]
+      detail::throw_poll_failure();
+    return out.first(static_cast<std::size_t>(polled));
+  }
 
   /// Arms the queue (ibv_req_notify_cq): the next completion (of the kind `on` says) after
   /// this call raises one event on the completion channel; completions already in the queue

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "ibv/verbs/access.hpp"
 #include "ibv/verbs/completion_queue.hpp"
@@ -182,6 +183,28 @@ class PreparedQueuePair {
   std::unique_ptr<detail::QueuePairCore> core_;
 };
 
+namespace detail {
+/// Throws the Error of a failed ibv_post_send / ibv_post_recv (`verb`) on QP `qp_number`,
+/// naming the request the device rejected (`rejected`: its wr_id, when the verb said).
+[[noreturn, gnu::cold]] void throw_post_failure(std::string_view verb, std::uint32_t qp_number,
+                                                int errno_value,
+                                                std::optional<std::uint64_t> rejected);
+}  // namespace detail
+
+/// A request that QueuePair::checked() has passed for that queue pair: QueuePair::post() posts
+/// it without checking it again. It refers to the request, which must stay alive and unchanged
+/// (its flags too) until it is posted.
+template <typename Request>
+class Checked {
+ public:
+  [[nodiscard]] Request& request() const noexcept { return *request_; }
+
+ private:
+  friend class QueuePair;
+  explicit Checked(Request& request) noexcept : request_(&request) {}
+  Request* request_;
+};
+
 /// A connected reliable-connected queue pair (state RTS). Move-only; destroying it destroys the
 /// QP, after which its PD and CQs live on only as long as other users hold them.
 ///
@@ -193,14 +216,42 @@ class QueuePair {
  public:
   explicit QueuePair(std::unique_ptr<detail::QueuePairCore> core, const Endpoint& remote) noexcept;
 
-  /// Posts one send-queue request.
-  void post_send(SendRequest& request) const;
+  /// The checks of post_send() (see check()), then `request` as checked, for post().
+  [[nodiscard]] Checked<SendRequest> checked(SendRequest& request) const {
+    check(request);
+    return Checked<SendRequest>(request);
+  }
+  /// The checks of post_receive(), then `request` as checked, for post().
+  [[nodiscard]] Checked<ReceiveRequest> checked(ReceiveRequest& request) const {
+    check(request);
+    return Checked<ReceiveRequest>(request);
+  }
+  /// Posts one checked request: ibv_post_send, inline, with nothing checked again. Throws
+  /// ibv::Error (with a hint) when the verb fails.
+  void post(Checked<SendRequest> checked) const {
+    ibv_send_wr* rejected = nullptr;
+    ibv_send_wr& wr = checked.request().native();
+    if (const int rc = ibv_post_send(native(), &wr, &rejected); rc != 0) [[unlikely]] {
+      detail::throw_post_failure("ibv_post_send", qp_number(), rc, wr_id_of(rejected));
+    }
+  }
+  /// Posts one checked receive: ibv_post_recv, inline. Throws as post(Checked<SendRequest>).
+  void post(Checked<ReceiveRequest> checked) const {
+    ibv_recv_wr* rejected = nullptr;
+    ibv_recv_wr& wr = checked.request().native();
+    if (const int rc = ibv_post_recv(native(), &wr, &rejected); rc != 0) [[unlikely]] {
+      detail::throw_post_failure("ibv_post_recv", qp_number(), rc, wr_id_of(rejected));
+    }
+  }
+
+  /// Posts one send-queue request: post(checked(request)).
+  void post_send(SendRequest& request) const { post(checked(request)); }
   /// Posts several send-queue requests with one doorbell (linked in place, no allocation).
   /// All are checked before any is posted; if the device rejects one, the error says which
   /// and the ones before it are posted.
   void post_send(std::span<SendRequest> requests) const;
-  /// Posts one receive.
-  void post_receive(ReceiveRequest& request) const;
+  /// Posts one receive: post(checked(request)).
+  void post_receive(ReceiveRequest& request) const { post(checked(request)); }
   /// Posts several receives with one doorbell.
   void post_receive(std::span<ReceiveRequest> requests) const;
 
@@ -213,7 +264,7 @@ class QueuePair {
   void post_receive(std::uint64_t wr_id, std::span<const ScatterElement> into) const;
 
   /// The local QP number.
-  [[nodiscard]] std::uint32_t qp_number() const noexcept;
+  [[nodiscard]] std::uint32_t qp_number() const noexcept { return core_->qp->qp_num; }
   [[nodiscard]] Endpoint local_endpoint() const;
   [[nodiscard]] const Endpoint& remote_endpoint() const noexcept { return remote_; }
   [[nodiscard]] const QueuePairSettings& settings() const noexcept { return core_->settings; }
@@ -248,6 +299,11 @@ class QueuePair {
   void check(const ReceiveRequest& request) const;
 
  private:
+  template <typename Native>
+  [[nodiscard]] static std::optional<std::uint64_t> wr_id_of(const Native* rejected) noexcept {
+    return rejected == nullptr ? std::nullopt : std::optional<std::uint64_t>(rejected->wr_id);
+  }
+
   std::unique_ptr<detail::QueuePairCore> core_;
   Endpoint remote_;
 };

@@ -1,0 +1,100 @@
+// Operations as values: one type per thing a channel can be asked to do (send, receive, write,
+// read, fetch-and-add, compare-and-swap), immediate data an optional field. Every style of
+// posting (Channel::execute and post, a scope's post, MultiChannel's peer-addressed calls, the
+// coroutine calls) takes any of them, so an operation is written once (see docs/operations.md).
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "ibv/verbs/remote_memory_region.hpp"
+#include "ibv/verbs/scatter_gather.hpp"
+#include "ibv/verbs/work_request.hpp"
+
+namespace ibv::op {
+
+/// A two-sided send of `data` (gathered in order) into a receive the peer posted; with
+/// `immediate`, the peer's receive completion carries it (host byte order on both sides).
+struct Send {
+  std::span<const GatherElement> data;
+  std::optional<std::uint32_t> immediate = std::nullopt;
+
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+    return immediate ? SendRequest::send_with_immediate(wr_id, data, *immediate)
+                     : SendRequest::send(wr_id, data);
+  }
+};
+
+/// One incoming message into `into` (empty for messages that carry only immediate data).
+struct Receive {
+  std::span<const ScatterElement> into;
+
+  [[nodiscard]] ReceiveRequest request(std::uint64_t wr_id) const noexcept { return {wr_id, into}; }
+};
+
+/// A one-sided write of `data` into the peer's `destination`; with `immediate`, it also
+/// consumes a receive of the peer, whose completion carries the immediate.
+struct Write {
+  std::span<const GatherElement> data;
+  RemoteMemoryRegion destination;
+  std::optional<std::uint32_t> immediate = std::nullopt;
+
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+    return immediate ? SendRequest::write_with_immediate(wr_id, data, destination, *immediate)
+                     : SendRequest::write(wr_id, data, destination);
+  }
+};
+
+/// A one-sided read of the peer's `source` into `into` (scattered in order).
+struct Read {
+  std::span<const ScatterElement> into;
+  RemoteMemoryRegion source;
+
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+    return SendRequest::read(wr_id, into, source);
+  }
+};
+
+/// Atomically adds `add` (modulo 2^64) to the 8-byte word at the start of `target` and writes
+/// the word's value from before into `result`, one registered element of exactly 8 bytes.
+/// Contract, checks and byte order: Channel::fetch_add.
+struct FetchAdd {
+  ScatterElement result;
+  RemoteMemoryRegion target;
+  std::uint64_t add = 0;
+
+  /// The request refers to `result`: this operation must outlive the post.
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+    return SendRequest::fetch_add(wr_id, result, target, add);
+  }
+};
+
+/// Atomically replaces the 8-byte word at the start of `target` with `desired` if it equals
+/// `expected`, and writes the word's value from before into `result` either way (the swap
+/// happened iff the result equals `expected`). Otherwise as FetchAdd.
+struct CompareSwap {
+  ScatterElement result;
+  RemoteMemoryRegion target;
+  std::uint64_t expected = 0;
+  std::uint64_t desired = 0;
+
+  /// The request refers to `result`: this operation must outlive the post.
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+    return SendRequest::compare_swap(wr_id, result, target, expected, desired);
+  }
+};
+
+/// An operation of the send queue: anything that makes a SendRequest under a wr_id the channel
+/// chooses. The six above, or a type of your own (e.g. with fence() or solicited() set).
+template <typename T>
+concept SendOperation = requires(const T& operation, std::uint64_t wr_id) {
+  { operation.request(wr_id) } -> std::same_as<SendRequest>;
+};
+
+/// Any operation a channel takes: a send-queue operation or a Receive.
+template <typename T>
+concept Operation = SendOperation<T> || std::same_as<T, Receive>;
+
+}  // namespace ibv::op
