@@ -180,27 +180,21 @@ std::uint64_t Channel::inline_posts() const noexcept { return core_->inline_post
 
 namespace {
 
-/// Throws unless a blocking call's own timeout is positive; called before anything is posted, so
-/// a bad timeout never leaves an orphaned request behind.
+/// Throws unless a blocking call's own timeout is positive; called before anything is posted.
 void check_timeout(const Channel::Timeout& timeout, std::string_view operation) {
   detail::check_positive_timeout(timeout, detail::QualifiedName{"Channel::", operation},
                                  "nothing was posted");
 }
 
 /// Waits for `wr_id` as a blocking call does: the completion, WorkError if it failed, and on
-/// timeout an Error after orphaning the request.
+/// timeout an Error after cancelling the request (detail::give_up).
 WorkCompletion await(detail::ChannelCore& core, std::uint64_t wr_id, Channel::Timeout timeout,
                      std::string_view operation) {
   const auto limit = timeout.value_or(core.timeouts().operation);
   const auto completion = core.wait(wr_id, limit);
-  if (!completion) {
-    core.orphan(wr_id);
-    throw Error(ErrorKind::timeout, "Channel::" + std::string(operation), ETIMEDOUT,
-                std::string(operation) + " wr_id " + std::to_string(wr_id) +
-                    " did not complete within " + milliseconds(limit),
-                "the request stays posted, and its buffers in use, until it completes or the "
-                "channel is destroyed (a timed-out receive takes the next message); the "
-                "channel itself stays usable");
+  if (!completion) [[unlikely]] {
+    detail::give_up(core, wr_id, "Channel::" + std::string(operation),
+                    detail::timed_out(operation, wr_id, limit));
   }
   if (!completion->ok()) throw WorkError(*completion, "Channel::" + std::string(operation));
   return *completion;

@@ -1,11 +1,12 @@
-// ChannelCore: completion caching, send-queue accounting with unsignaled requests, orphaned
-// requests, and waiting by spinning or sleeping on the completion channel.
+// ChannelCore: completion caching, send-queue accounting with unsignaled requests, cancelling,
+// and waiting by spinning or sleeping on the completion channel.
 #include "channel/channel_core.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
@@ -186,6 +187,8 @@ ChannelCore::Slot& ChannelCore::occupy(std::uint64_t wr_id, State state, bool si
 }
 
 std::uint64_t ChannelCore::post_receive(std::span<const ScatterElement> into) {
+  if (cancelled()) [[unlikely]]
+    throw_cancelled();
   if (shared_) [[unlikely]] {
     throw Error(ErrorKind::state, "Channel::post_receive", EINVAL,
                 "this channel (QP " + std::to_string(qp_.qp_number()) +
@@ -291,6 +294,11 @@ void ChannelCore::finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& 
 void ChannelCore::retire_before(std::uint64_t wr_id, std::uint32_t qp_number) {
   // The send queue is in posting order, so in increasing wr_id order.
   if (send_count_ == 0 || wr_id < send_queue_[send_head_].wr_id) return;  // retired already
+  if (send_queue_[send_head_].wr_id == wr_id) [[likely]] {  // the oldest: nothing before it
+    if (++send_head_ == send_queue_.size()) send_head_ = 0;
+    --send_count_;
+    return;
+  }
   while (send_count_ > 0) {
     const SendEntry entry = send_queue_[send_head_];
     if (entry.wr_id > wr_id) break;
@@ -411,14 +419,63 @@ std::optional<WorkCompletion> ChannelCore::wait(std::uint64_t wr_id,
   return completion;
 }
 
-void ChannelCore::orphan(std::uint64_t wr_id) {
-  Slot* slot = find(wr_id);
-  if (slot == nullptr) return;
-  if (slot->state == State::arrived) {
-    release(slot, wr_id);  // it had completed: nothing left in flight
-  } else {
-    slot->orphaned = true;
+void ChannelCore::cancel(std::uint64_t wr_id, std::string_view reason) noexcept {
+  try {
+    if (!cancelled()) cancel_reason_ = reason;
+    qp_.move_to_error();  // the device flushes everything outstanding
+    const auto outstanding = [this] { return send_count_ + in_flight_receive_; };
+    const bool flushed = wait_until(Clock::now() + timeouts_.drop, [&] {
+      poll_once();
+      return outstanding() == 0;
+    });
+    if (!flushed) {
+      std::fprintf(stderr,
+                   "ibverbs-cpp: Channel: QP %u moved to the error state, and %zu request(s) "
+                   "were still not flushed after %lld ms; their completions will be discarded\n",
+                   qp_.qp_number(), outstanding(), static_cast<long long>(timeouts_.drop.count()));
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ibverbs-cpp: Channel: cancelling QP %u: %s\n", qp_.qp_number(),
+                 error.what());
   }
+  if (Slot* slot = find(wr_id)) {
+    if (slot->state == State::arrived) {
+      release(slot, wr_id);  // completed or flushed: nothing left in flight
+    } else {
+      slot->orphaned = true;  // the device did not flush it in time: discard it when it comes
+    }
+  }
+}
+
+std::string timed_out(std::string_view what, std::uint64_t wr_id, std::chrono::nanoseconds waited) {
+  return std::string(what) + " wr_id " + std::to_string(wr_id) + " did not complete within " +
+         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()) +
+         " ms";
+}
+
+void give_up(ChannelCore& core, std::uint64_t wr_id, std::string_view operation,
+             const std::string& reason) {
+  core.cancel(wr_id, reason);
+  throw_given_up(operation, reason);
+}
+
+void throw_given_up(std::string_view operation, const std::string& reason) {
+  throw Error(ErrorKind::timeout, operation, ETIMEDOUT,
+              reason +
+                  "; the channel cancelled it (its queue pair is now in the error state, so "
+                  "the device touches none of its buffers) and refuses further work",
+              "build a new channel; to wait for messages with a timeout and go on, take them "
+              "from a SharedReceivePool (Channel::receive_message), where a timeout costs "
+              "nothing");
+}
+
+void ChannelCore::throw_cancelled() const {
+  throw Error(ErrorKind::state, "Channel::post", ECANCELED,
+              "the channel (QP " + std::to_string(qp_.qp_number()) + ") was cancelled when " +
+                  cancel_reason_ + "; nothing was posted",
+              "giving up on a request moves its channel's queue pair to the error state, so "
+              "that the device touches none of its buffers afterwards: build a new channel "
+              "(docs/safety.md, \"Giving up\")");
 }
 
 }  // namespace ibv::detail

@@ -1,8 +1,9 @@
 // Private: the state a Channel shares with its PendingWork handles and scopes: the queue pair,
 // its completion queue, wr_id allocation, the cache of completions that arrived for other
 // requests than the one awaited, send-queue accounting (signaled and unsignaled requests in
-// posting order), and orphaned requests. All of it lives in arrays allocated when the channel
-// is built: posting, accepting a completion and taking it allocate nothing.
+// posting order), and cancelling (giving up on a request breaks the channel; see cancel()). All of
+// it lives in arrays allocated when the channel is built: posting, accepting a completion and
+// taking it allocate nothing.
 //
 // On a shared receive queue the channel posts no receives of its own; its own wr_ids carry
 // kChannelTag, and every completion without the tag is a receive from the shared queue, kept
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -84,6 +86,8 @@ class ChannelCore {
   /// (QueuePair::check: bad input throws before anything waits or is posted, and leaves the
   /// channel as it was) and waiting (bounded) for room in the send queue. Returns the wr_id.
   std::uint64_t post_send(SendRequest& request, PostOptions options) {
+    if (cancelled()) [[unlikely]]
+      throw_cancelled();
     const std::uint64_t id = next_wr_id_++;
     request.native().wr_id = id;
     apply_inline(request, options.inline_data, max_inline_data_);
@@ -105,8 +109,15 @@ class ChannelCore {
   std::optional<WorkCompletion> take(std::uint64_t wr_id);
   /// take() until it succeeds or `timeout` has passed.
   std::optional<WorkCompletion> wait(std::uint64_t wr_id, std::chrono::nanoseconds timeout);
-  /// Gives up on `wr_id`: its completion, when it comes, is discarded (a failure is logged).
-  void orphan(std::uint64_t wr_id);
+  /// Gives up on `wr_id`, and with it on the channel: moves the queue pair to the error state,
+  /// takes in the flushed completions of every outstanding request (at most the drop timeout),
+  /// then forgets `wr_id`. Afterwards the device touches no buffer of any request posted here
+  /// (unless it ignored the error state for the whole drop timeout: then this is logged and
+  /// the rest are discarded when they come), and every post throws ibv::Error (state) saying
+  /// `reason` (e.g. "write wr_id 7 did not complete within 5000 ms"). Never throws.
+  void cancel(std::uint64_t wr_id, std::string_view reason) noexcept;
+  /// Whether cancel() has broken the channel.
+  [[nodiscard]] bool cancelled() const noexcept { return !cancel_reason_.empty(); }
 
   /// The completion channel's fd. Throws ibv::Error (state) when the queue has none.
   [[nodiscard]] int completion_fd() const;
@@ -200,6 +211,8 @@ class ChannelCore {
   void keep_shared(const WorkCompletion& completion);
   /// take() that also says whether `wr_id` is still tracked (false: handed out, or unknown).
   std::optional<WorkCompletion> try_take(std::uint64_t wr_id, bool& tracked);
+  /// Throws the state Error of a post on a cancelled channel (naming why it was cancelled).
+  [[noreturn]] void throw_cancelled() const;
   /// Polls the monitor, at most once a millisecond, while a wait goes on (`now`: its clock).
   void watch(std::chrono::steady_clock::time_point now) noexcept;
 
@@ -214,6 +227,7 @@ class ChannelCore {
   std::uint64_t inline_posts_ = 0;
   std::optional<SharedReceivePool> pool_;
   bool shared_ = false;
+  std::string cancel_reason_;  // why cancel() broke the channel; empty while it works
   std::uint64_t next_wr_id_ = 1;
   // Every request the channel tracks, in the slot wr_id & slot_mask_ (wr_ids are consecutive,
   // so the requests of the last slots_.size() wr_ids never share a slot). The ring holds at
@@ -239,6 +253,17 @@ class ChannelCore {
   std::size_t shared_count_ = 0;
   std::array<WorkCompletion, 32> batch_{};
 };
+
+/// Why an owner gave up on a request: "write wr_id 7 did not complete within 5000 ms".
+[[nodiscard]] std::string timed_out(std::string_view what, std::uint64_t wr_id,
+                                    std::chrono::nanoseconds waited);
+/// Gives up on `wr_id` of `core` because of `reason` (made by timed_out()): cancels it (see
+/// ChannelCore::cancel), then throws the timeout Error of `operation` (e.g. "Channel::write"),
+/// which says that the channel is cancelled and what to do.
+[[noreturn]] void give_up(ChannelCore& core, std::uint64_t wr_id, std::string_view operation,
+                          const std::string& reason);
+/// The timeout Error of give_up(), for an owner that has cancelled already.
+[[noreturn]] void throw_given_up(std::string_view operation, const std::string& reason);
 
 /// The name of a send-queue operation in the channel's messages ("write", "fetch_add").
 [[nodiscard]] constexpr std::string_view operation_name(SendOpcode opcode) noexcept {

@@ -60,15 +60,15 @@ WorkCompletion PendingWork::wait() {
               "wr_id " + std::to_string(wr_id_) + " did not complete within " +
                   std::to_string(limit.count()) + " ms",
               "it is still pending: wait again, or let the handle go (its destructor waits "
-              "once more, then orphans it)");
+              "once more, then cancels it, which breaks the channel)");
 }
 
 std::chrono::milliseconds PendingWork::operation_timeout() const noexcept {
   return core_ ? core_->timeouts().operation : std::chrono::milliseconds(0);
 }
 
-void PendingWork::orphan() noexcept {
-  if (core_ && !completion_) core_->orphan(wr_id_);
+void PendingWork::cancel(std::string_view reason) noexcept {
+  if (core_ && !completion_) core_->cancel(wr_id_, reason);
   core_.reset();
 }
 
@@ -77,13 +77,13 @@ void PendingWork::settle() noexcept {
   try {
     const auto completion = core_->wait(wr_id_, core_->timeouts().drop);
     if (!completion) {
+      const std::string reason =
+          detail::timed_out("a PendingWork dropped unpolled:", wr_id_, core_->timeouts().drop);
       std::fprintf(stderr,
-                   "ibverbs-cpp: PendingWork for wr_id %llu dropped unpolled and still in flight "
-                   "after %lld ms: orphaned (its buffers stay in use until it completes or the "
-                   "channel is destroyed)\n",
-                   static_cast<unsigned long long>(wr_id_),
-                   static_cast<long long>(core_->timeouts().drop.count()));
-      core_->orphan(wr_id_);
+                   "ibverbs-cpp: %s; cancelled (the channel's queue pair is moved to the error "
+                   "state, and the channel refuses further work)\n",
+                   reason.c_str());
+      core_->cancel(wr_id_, reason);
     } else if (!completion->ok()) {
       std::fprintf(stderr, "ibverbs-cpp: PendingWork dropped unpolled, and it failed: %s\n",
                    completion->to_string().c_str());

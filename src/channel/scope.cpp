@@ -30,7 +30,8 @@ std::string describe(std::string_view body_message, const detail::DrainResult& r
   if (!result.timed_out.empty()) {
     if (!text.empty()) text += "; ";
     text += std::to_string(result.timed_out.size()) +
-            " request(s) did not complete in time (orphaned):";
+            " request(s) did not complete in time (cancelled: the channel's queue pair is now "
+            "in the error state and the channel refuses further work):";
     for (std::size_t i = 0; i < result.timed_out.size(); ++i) {
       text += " [" + on_peer(result.timed_out_peers[i]) + "wr_id " +
               std::to_string(result.timed_out[i]) + "]";
@@ -101,12 +102,14 @@ void ScopeWork::clear() noexcept {
 }
 
 std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanoseconds timeout,
-                                                DrainResult& result) {
+                                                DrainResult& result,
+                                                std::optional<std::chrono::nanoseconds> whole) {
   try {
     if (auto completion = kept.work.wait_for(timeout)) return completion;
     result.timed_out.push_back(kept.work.wr_id());
     result.timed_out_peers.push_back(kept.peer);
-    kept.work.orphan();
+    kept.work.cancel(whole ? timed_out("a batch's request", kept.work.wr_id(), *whole)
+                           : timed_out("a scope's request", kept.work.wr_id(), timeout));
   } catch (const WorkError& error) {
     result.failed.push_back(error.completion());
     result.failed_peers.push_back(kept.peer);
@@ -124,7 +127,7 @@ void ScopeWork::drain(DrainResult& result, bool note_unpolled) {
     }
     (void)settle(kept, kept.work.operation_timeout(), result);
   });
-  clear();  // every handle is settled or orphaned: their destructors do not wait
+  clear();  // every handle is settled or cancelled: their destructors do not wait
 }
 
 void ScopeWork::finish(std::string_view operation, const std::exception_ptr& body_error) {
@@ -171,7 +174,9 @@ std::vector<WorkCompletion> ScopeWork::complete_all(std::string_view operation,
     const auto left =
         std::max(std::chrono::nanoseconds(0),
                  std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
-    if (auto completion = settle(kept, left, result)) completions.push_back(*completion);
+    if (auto completion = settle(kept, left, result, timeout)) {
+      completions.push_back(*completion);
+    }
   });
   clear();
   if (!result.failed.empty() || !result.timed_out.empty()) {

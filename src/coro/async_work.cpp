@@ -1,4 +1,4 @@
-// AsyncWork: polling a PendingWork on behalf of a suspended task, its timeout and orphaning.
+// AsyncWork: polling a PendingWork on behalf of a suspended task, its timeout and cancelling.
 #include "ibv/coro/async_work.hpp"
 
 #include <cerrno>
@@ -85,16 +85,9 @@ WorkCompletion AsyncWork::await_resume() {
     if (!completion->ok()) throw WorkError(*completion, operation_);
     return *completion;
   }
-  const auto wr_id = work_.wr_id();
-  work_.orphan();
-  throw Error(
-      ErrorKind::timeout, operation_, ETIMEDOUT,
-      "wr_id " + std::to_string(wr_id) + " did not complete within " +
-          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count()) +
-          " ms",
-      "the request stays posted, and its buffers in use, until it completes or the "
-      "channel is destroyed (a timed-out receive takes the next message); the channel "
-      "itself stays usable");
+  const std::string reason = detail::timed_out("an awaited request", work_.wr_id(), timeout_);
+  work_.cancel(reason);
+  detail::throw_given_up(operation_, reason);
 }
 
 }  // namespace ibv

@@ -570,6 +570,14 @@ void QueuePair::check(const SendRequest& request) const {
 
 void QueuePair::check(const ReceiveRequest& request) const { check_receive(*core_, request); }
 
+void QueuePair::move_to_error() const {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  if (const int rc = ibv_modify_qp(core_->qp.get(), &attr, IBV_QP_STATE); rc != 0) {
+    throw_verb_error("ibv_modify_qp", rc, "to ERR, QP " + std::to_string(qp_number()));
+  }
+}
+
 void QueuePair::post_send(std::span<SendRequest> requests) const {
   for (const auto& request : requests) check(request);
   post_linked(requests, core_->qp.get(), ibv_post_send, "ibv_post_send");

@@ -5,8 +5,11 @@
 //   completed), failed completions (ScopeError), both at once, and a drain that times out;
 // - 64 requests in flight at once, waited out of order: each handle gets its own completion;
 // - PendingWork dropped unpolled (the destructor waits), moved from, wait_for and wait timeouts;
-// - a receive that times out: the channel stays usable and the orphaned receive takes the next
-//   message; a send that finds no receive (RNR) fails instead of hanging;
+// - giving up (docs/safety.md, "No orphans"): a blocking receive, a scope and a dropped
+//   PendingWork that time out cancel their request (queue pair to error, flushed completions
+//   taken in) before they return, so a late message never lands in the (canary-filled) buffer,
+//   and the channel then refuses work naming the timeout; a send that finds no receive (RNR)
+//   fails instead of hanging;
 // - two channels sharing one memory region.
 #include <algorithm>
 #include <array>
@@ -115,7 +118,7 @@ using ChannelUnpolled = ChannelTest;
 using ChannelScoped = ChannelTest;
 using ChannelOutstanding = ChannelTest;
 using ChannelPendingWork = ChannelTest;
-using ChannelTimeoutRecovery = ChannelTest;
+using ChannelGivingUp = ChannelTest;
 using ChannelSharedMemoryRegion = ChannelTest;
 using ChannelRnr = ChannelTest;
 
@@ -579,46 +582,74 @@ TEST_F(ChannelPendingWork, DestroyedUnpolledFailureIsLoggedNotThrown) {
   EXPECT_THAT(log, ::testing::HasSubstr("remote_access_error"));
 }
 
-// --- 6. a receive that times out --------------------------------------------------------------
+// --- 6. giving up: a request that times out is cancelled ------------------------------------
 
-TEST_F(ChannelTimeoutRecovery, TimedOutReceiveLeavesTheChannelUsableAndTakesTheNextMessage) {
+/// A canary byte that no test pattern and no zeroed buffer holds.
+constexpr std::byte kCanary{0xC5};
+
+bool all_canary(std::span<const std::byte> bytes) {
+  return std::ranges::all_of(bytes, [](std::byte b) { return b == kCanary; });
+}
+
+// A blocking receive that times out is cancelled before it throws: a message sent afterwards
+// never lands in its buffer (whose canary stays whole), the request's slot is gone, and the
+// channel refuses further work with a state error naming the timeout that broke it.
+TEST_F(ChannelGivingUp, ATimedOutReceiveIsCancelledAndALateMessageNeverLandsInItsBuffer) {
+  connect(default_settings(), ChannelTimeouts{.operation = 5s, .drop = 1s});
+  std::ranges::fill(b_bytes(0, 4096), kCanary);
   const auto start = Clock::now();
   EXPECT_TRUE(ibv_test::throws_error(ErrorKind::timeout,
                                      [&] { (void)b->receive(scatter_b(0, 4096), 200ms); },
-                                     {"receive", "200 ms"}));
+                                     {"Channel::receive", "200 ms", "cancelled"}));
   const auto elapsed = Clock::now() - start;
   EXPECT_GE(elapsed, 200ms);
   EXPECT_LT(elapsed, 5s);  // not a performance bound: it did not hang
+  EXPECT_EQ(b->queue_pair().query_state(), "ERR");
 
-  // The channel still works for one-sided operations.
-  fill_pattern(b_bytes(8192, 4096), 19);
-  EXPECT_TRUE(b->write(gather_b(8192, 4096), remote_a(0, 4096)).ok());
-  EXPECT_TRUE(same_bytes(b_bytes(8192, 4096), a_bytes(0, 4096)));
-  fill_pattern(a_bytes(16384, 4096), 20);
-  EXPECT_TRUE(b->read(scatter_b(16384, 4096), remote_a(16384, 4096)).ok());
-  EXPECT_TRUE(same_bytes(a_bytes(16384, 4096), b_bytes(16384, 4096)));
+  // The peer sends late: b's queue pair is in the error state and takes nothing. a's send
+  // fails (retries exhausted) or is still retrying when we stop waiting; either way, not ok.
+  fill_pattern(a_bytes(0, 1000), 21);
+  {
+    PendingWork late = a->post_send(gather_a(0, 1000));
+    try {
+      const auto done = late.wait_for(1s);
+      EXPECT_FALSE(done.has_value() && done->ok()) << "the late send reached a cancelled receive";
+    } catch (const WorkError& error) {
+      EXPECT_NE(error.completion().status(), WorkStatus::success);
+    }
+  }
+  EXPECT_TRUE(all_canary(b_bytes(0, 4096)));
 
-  // As documented, the timed-out receive stays posted and takes the next message: A's send
-  // completes (with no receive posted, the RNR retries would hold it until it timed out).
-  fill_pattern(a_bytes(30000, 1000), 21);
-  EXPECT_TRUE(a->send(gather_a(30000, 1000)).ok());
-  // A new receive gets the message after that one.
-  auto receive = b->post_receive(scatter_b(40000, 4096));
-  fill_pattern(a_bytes(32000, 700), 22);
-  EXPECT_TRUE(a->send(gather_a(32000, 700)).ok());
-  const auto got = receive.wait();
-  EXPECT_EQ(got.wr_id(), receive.wr_id());
-  EXPECT_EQ(got.byte_length(), 700U);
-  EXPECT_TRUE(same_bytes(a_bytes(32000, 700), b_bytes(40000, 700)));
-  EXPECT_TRUE(all_zero(b_bytes(40700, 4096 - 700)));
-  // ... and the first message went into the orphaned receive's buffer.
-  EXPECT_TRUE(same_bytes(a_bytes(30000, 1000), b_bytes(0, 1000)));
+  // Every kind of post on b is refused, naming what broke the channel; nothing is posted.
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::state,
+                                     [&] { (void)b->write(gather_b(8192, 64), remote_a(0, 64)); },
+                                     {"Channel::post", "cancelled", "receive wr_id", "200 ms"}));
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::state, [&] { (void)b->post_receive(scatter_b(0, 64)); }, {"cancelled"}));
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::state, [&] { b->scope([&](ChannelScope& s) { s.post_send(gather_b(0, 8)); }); },
+      {"cancelled"}));
 }
 
-// A scope whose receive never gets a message: ScopeError (timeout) naming it after the
-// channel's operation timeout; the orphaned receive then takes the next message.
-TEST_F(ChannelTimeoutRecovery, ScopeDrainThatTimesOutIsAScopeError) {
-  connect(default_settings(), ChannelTimeouts{.operation = 300ms, .drop = 300ms});
+// The other requests in flight on a channel that gives up are flushed: their handles get a
+// work_request_flushed completion, and the device is done with their buffers too.
+TEST_F(ChannelGivingUp, OtherRequestsInFlightAreFlushed) {
+  std::ranges::fill(b_bytes(0, 8192), kCanary);
+  PendingWork first = b->post_receive(scatter_b(0, 4096));
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::timeout,
+                                     [&] { (void)b->receive(scatter_b(4096, 4096), 100ms); },
+                                     {"Channel::receive"}));
+  const auto flushed = first.poll();  // taken in by the cancel: no waiting
+  ASSERT_TRUE(flushed.has_value());
+  EXPECT_EQ(flushed->status(), WorkStatus::work_request_flushed) << flushed->to_string();
+  EXPECT_TRUE(all_canary(b_bytes(0, 8192)));
+}
+
+// A scope whose receive never gets a message: the scope cancels it at its exit, then throws
+// ScopeError (timeout) naming it; a late message does not land in the buffer.
+TEST_F(ChannelGivingUp, AScopeWhoseReceiveTimesOutCancelsItBeforeItThrows) {
+  connect(default_settings(), ChannelTimeouts{.operation = 300ms, .drop = 1s});
+  std::ranges::fill(b_bytes(0, 1024), kCanary);
   std::uint64_t receive_id = 0;
   const auto start = Clock::now();
   try {
@@ -629,16 +660,44 @@ TEST_F(ChannelTimeoutRecovery, ScopeDrainThatTimesOutIsAScopeError) {
     EXPECT_FALSE(error.body_failed());
     EXPECT_TRUE(error.failed_completions().empty());
     EXPECT_EQ(error.timed_out(), std::vector<std::uint64_t>{receive_id});
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("cancelled"));
   }
   EXPECT_LT(Clock::now() - start, 5s);
+  EXPECT_EQ(b->queue_pair().query_state(), "ERR");
   fill_pattern(a_bytes(0, 512), 23);
-  EXPECT_TRUE(a->send(gather_a(0, 512)).ok());
-  auto receive = b->post_receive(scatter_b(2048, 1024));
-  fill_pattern(a_bytes(512, 256), 24);
-  EXPECT_TRUE(a->send(gather_a(512, 256)).ok());
-  EXPECT_EQ(receive.wait().byte_length(), 256U);
-  EXPECT_TRUE(same_bytes(a_bytes(512, 256), b_bytes(2048, 256)));
-  EXPECT_TRUE(same_bytes(a_bytes(0, 512), b_bytes(0, 512)));
+  {
+    PendingWork late = a->post_send(gather_a(0, 512));
+    try {
+      (void)late.wait_for(1s);
+    } catch (const WorkError&) {
+      // retries exhausted: the peer's queue pair takes nothing
+    }
+  }
+  EXPECT_TRUE(all_canary(b_bytes(0, 1024)));
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::state,
+                                     [&] { (void)b->post_receive(scatter_b(0, 64)); },
+                                     {"a scope's request", "300 ms"}));
+}
+
+// A PendingWork dropped while its receive is still in flight: after the drop timeout its
+// destructor cancels, and the device no longer touches the buffer.
+TEST_F(ChannelGivingUp, APendingWorkDroppedInFlightIsCancelledByItsDestructor) {
+  connect(default_settings(), ChannelTimeouts{.operation = 5s, .drop = 200ms});
+  std::ranges::fill(b_bytes(0, 512), kCanary);
+  testing::internal::CaptureStderr();
+  { PendingWork dropped = b->post_receive(scatter_b(0, 512)); }
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("cancelled"), std::string::npos) << log;
+  EXPECT_EQ(b->queue_pair().query_state(), "ERR");
+  {
+    PendingWork late = a->post_send(gather_a(0, 256));
+    try {
+      (void)late.wait_for(1s);
+    } catch (const WorkError&) {
+      // retries exhausted
+    }
+  }
+  EXPECT_TRUE(all_canary(b_bytes(0, 512)));
 }
 
 // --- 7. one memory region shared by two channels ----------------------------------------------
@@ -905,7 +964,7 @@ TEST_F(ChannelManualScope, DestroyedWithUnpolledWorkWaitsAndReportsABug) {
 // --- the channel's slot ring: wr_ids wrap around it many times ------------------------------
 // The channel tracks each request in a ring of slots (at least max_send_wr + max_recv_wr, a
 // power of two: 8 here), indexed by wr_id. Requests that outlive a whole ring of later wr_ids
-// (a receive whose message comes late, completions nobody has taken yet, orphans) must keep
+// (a receive whose message comes late, completions nobody has taken yet) must keep
 // their own completion, delivered once.
 
 class ChannelSlotRing : public ChannelTest {
@@ -963,30 +1022,6 @@ TEST_F(ChannelSlotRing, AReceivePostedLongBeforeItsMessageGetsItsOwnCompletion) 
   EXPECT_EQ(got.byte_length(), 333U);
   EXPECT_TRUE(same_bytes(a_bytes(16384, 333), b_bytes(0, 333)));
   EXPECT_TRUE(same_bytes(b_bytes(8192, 256), a_bytes(std::size_t{29} * 256, 256)));
-}
-
-TEST_F(ChannelSlotRing, AnOrphanedReceiveThatCompletesAfterWrapAroundIsDiscarded) {
-  connect(small_queues());
-  testing::internal::CaptureStderr();
-  EXPECT_TRUE(ibv_test::throws_error(
-      ErrorKind::timeout, [&] { (void)b->receive(scatter_b(0, 4096), 50ms); }, {"receive"}));
-  fill_pattern(b_bytes(8192, 64), 32);
-  for (std::size_t i = 0; i < 40; ++i) {  // 40 wr_ids: five times round the ring
-    EXPECT_TRUE(b->write(gather_b(8192, 64), remote_a(i * 64, 64)).ok());
-  }
-  // The orphaned receive takes the next message; its completion is discarded.
-  fill_pattern(a_bytes(16384, 1000), 33);
-  EXPECT_TRUE(a->send(gather_a(16384, 1000)).ok());
-  auto receive = b->post_receive(scatter_b(40000, 4096));
-  fill_pattern(a_bytes(20000, 700), 34);
-  EXPECT_TRUE(a->send(gather_a(20000, 700)).ok());
-  const auto got = receive.wait();
-  EXPECT_EQ(got.wr_id(), receive.wr_id());
-  EXPECT_EQ(got.byte_length(), 700U);
-  EXPECT_TRUE(same_bytes(a_bytes(20000, 700), b_bytes(40000, 700)));
-  EXPECT_TRUE(same_bytes(a_bytes(16384, 1000), b_bytes(0, 1000)));
-  const std::string log = testing::internal::GetCapturedStderr();
-  EXPECT_EQ(log.find("unknown"), std::string::npos) << log;
 }
 
 TEST_F(ChannelSlotRing, CompletionsLeftUntakenPastTheRingAreEachDeliveredOnce) {

@@ -416,11 +416,13 @@ TEST_F(MultiChannelTest, TimedOutBatchIsAScopeErrorNamingThePeer) {
     EXPECT_EQ(error.timed_out().size(), 1U);
     EXPECT_THAT(error.what(), ::testing::HasSubstr("peer 2: wr_id"));
   }
-  // the orphaned receive takes the next message from rank 2; the channel stays usable
-  nodes[2].send(0, std::array{mrs[2].gather(chunk(2, 0))});
+  // The receive was cancelled: the channel to rank 2 refuses further work, naming the
+  // timeout; the channels to the other peers are untouched.
   const std::array next{mrs[0].scatter(chunk(0, 1))};
-  PendingWork receive = nodes[0].post_receive(2, next);
-  nodes[2].send(0, std::array{mrs[2].gather(chunk(2, 1))});
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::state, [&] { (void)nodes[0].post_receive(2, next); }, {"cancelled", "200 ms"}));
+  PendingWork receive = nodes[0].post_receive(1, next);
+  nodes[1].send(0, std::array{mrs[1].gather(chunk(1, 1))});
   EXPECT_TRUE(receive.wait().ok());
 }
 

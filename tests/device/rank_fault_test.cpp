@@ -60,7 +60,8 @@ constexpr auto kBarrierTimeout = 2'000ms;
 /// How long tearing a Node down waits for each barrier signal still in flight. A signal to a
 /// killed rank never completes on Soft-RoCE: rxe takes the default retry count 7 as "retry
 /// forever" (real adapters give up after 7 retries), so each such signal costs this much at
-/// teardown (then it is orphaned, and freed with the queue pair). The default is 10 s.
+/// teardown (then it is cancelled: its queue pair is moved to the error state). The default is
+/// 10 s.
 constexpr auto kDropTimeout = 1'000ms;
 /// Hard bound on a child process; only reached when something hangs.
 constexpr auto kRankProcessTimeout = 90s;

@@ -126,10 +126,11 @@ class PreparedChannel {
 /// op::Read, op::FetchAdd, op::CompareSwap), and there are three ways to post any of them, from
 /// the most to the least guarded:
 /// - blocking: `execute(operation)` posts it and waits for its completion, throwing
-///   ibv::WorkError if it failed. With a timeout, a request that does not complete in time
-///   throws ibv::Error (timeout) and is orphaned: it stays posted, so its buffers remain in use
-///   until it completes or the channel is destroyed (a timed-out receive takes the next message
-///   that arrives), and the channel stays usable for everything else.
+///   ibv::WorkError if it failed. A request that does not complete within the timeout is
+///   cancelled before the call throws ibv::Error (timeout): the queue pair goes to the error
+///   state and its flushed completions are taken in, so the device no longer touches the
+///   buffers, and the channel refuses further work (ibv::Error, state, naming the timeout).
+///   See docs/safety.md, "No orphans" and "Giving up".
 /// - scoped: `scope([&](ibv::ChannelScope& s) { s.post(operation); })` returns only after every
 ///   request posted through `s` has completed, also when the body throws (see scope.hpp).
 /// - unpolled: `post(operation)` returns a PendingWork to poll or wait on; its destructor waits.

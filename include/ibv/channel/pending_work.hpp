@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "ibv/verbs/work_completion.hpp"
 
@@ -26,8 +27,10 @@ class ScopeWork;
 /// - wait() / wait_for(timeout): blocking; throw ibv::WorkError for a failed completion.
 /// - The destructor waits for the completion (up to the channel's drop timeout) if nobody
 ///   did. It never throws: a failure or a timeout there is logged on stderr, and a request
-///   still in flight then is orphaned (its completion is discarded when it arrives; its
-///   buffers stay in use until then, or until the channel is destroyed).
+///   still in flight then is cancelled: the channel moves its queue pair to the error state
+///   and takes in the flushed completions, so that the device touches none of the request's
+///   buffers once the destructor returns; the channel then refuses further work
+///   (docs/safety.md, "Giving up"). wait() and wait_for() that run out keep the request.
 ///
 /// Completions of other requests that arrive while this one is awaited are kept for their own
 /// handles: none is lost, none is delivered twice.
@@ -61,12 +64,13 @@ class [[nodiscard]] PendingWork {
 
  private:
   friend class detail::ScopeWork;
-  friend class AsyncWork;  // the coroutine layer orphans on timeout, as the blocking calls do
+  friend class AsyncWork;  // the coroutine layer cancels on timeout, as the blocking calls do
   void settle() noexcept;
   /// The channel's operation timeout (0 for a moved-from handle).
   [[nodiscard]] std::chrono::milliseconds operation_timeout() const noexcept;
-  /// Gives up on the request without waiting (its completion will be discarded).
-  void orphan() noexcept;
+  /// Gives up on the request because of `reason`: cancels it (the channel's queue pair to the
+  /// error state, its completions flushed; see docs/safety.md) and lets go of it.
+  void cancel(std::string_view reason) noexcept;
   std::shared_ptr<detail::ChannelCore> core_;
   std::uint64_t wr_id_ = 0;
   std::optional<WorkCompletion> completion_;

@@ -44,8 +44,8 @@ class ScopeError : public Error {
   [[nodiscard]] const std::vector<WorkCompletion>& failed_completions() const noexcept {
     return failed_;
   }
-  /// wr_ids of requests that had not completed within the channel's timeout at the exit (they
-  /// are orphaned: their buffers stay in use until they complete or the channel is destroyed).
+  /// wr_ids of requests that had not completed within the channel's timeout at the exit (the
+  /// scope cancelled them before it threw: see docs/safety.md, "No orphans").
   /// In a MultiChannel scope wr_ids are per peer: what() names the peer of each.
   [[nodiscard]] const std::vector<std::uint64_t>& timed_out() const noexcept { return timed_out_; }
 
@@ -60,7 +60,7 @@ namespace detail {
 /// parallel to the others: the peer a request went to, or nullopt on a plain Channel.
 struct DrainResult {
   std::vector<WorkCompletion> failed;    ///< completions that failed, in posting order
-  std::vector<std::uint64_t> timed_out;  ///< did not complete in time; now orphaned
+  std::vector<std::uint64_t> timed_out;  ///< did not complete in time; now cancelled
   std::vector<std::uint64_t> unpolled;   ///< the caller had not seen these complete
   std::vector<std::optional<std::uint32_t>> failed_peers;
   std::vector<std::optional<std::uint32_t>> timed_out_peers;
@@ -88,7 +88,7 @@ class ScopeWork {
   /// Waits for every request not yet seen complete (each at most its channel's operation
   /// timeout) and records into `result` what it found, filled as it goes, so a throw midway
   /// keeps what was found (the requests not seen complete only if `note_unpolled`). Requests
-  /// that did not complete in time are orphaned. Afterwards nothing is kept.
+  /// that did not complete in time are cancelled. Afterwards nothing is kept.
   void drain(DrainResult& result, bool note_unpolled = true);
   /// The end of a scope with a body: drains, then throws ScopeError if any request failed or
   /// timed out, or rethrows `body_error` if only the body failed.
@@ -110,10 +110,12 @@ class ScopeWork {
     PendingWork work;
     std::optional<std::uint32_t> peer;
   };
-  /// Waits up to `timeout` for `kept`; records a failure, or a timeout (and orphans the
-  /// request), in `result`. The completion if it arrived and succeeded.
-  static std::optional<WorkCompletion> settle(Kept& kept, std::chrono::nanoseconds timeout,
-                                              DrainResult& result);
+  /// Waits up to `timeout` for `kept`; records a failure, or a timeout (and cancels the
+  /// request), in `result`. The completion if it arrived and succeeded. `whole`: the timeout of
+  /// the batch `timeout` is what is left of, which a cancel then names.
+  static std::optional<WorkCompletion> settle(
+      Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result,
+      std::optional<std::chrono::nanoseconds> whole = std::nullopt);
   /// Calls `visit(kept)` for every request kept, in posting order.
   template <typename Visit>
   void for_each(Visit&& visit) {

@@ -18,9 +18,9 @@ namespace ibv {
 /// WorkCompletion, as the blocking calls do:
 /// - a failed completion throws ibv::WorkError;
 /// - no completion within the timeout (counted from the AsyncWork's construction, which for
-///   the async_* functions is the post) throws ibv::Error (timeout), and the request is
-///   orphaned as a blocking call's: it stays posted, and its buffers in use, until it
-///   completes or the channel is destroyed (a timed-out receive takes the next message).
+///   the async_* functions is the post) throws ibv::Error (timeout) after cancelling the
+///   request as a blocking call does: the channel's queue pair goes to the error state, the
+///   device touches none of its buffers afterwards, and the channel refuses further work.
 /// co_await always suspends the task once, even when the completion is already there, and its
 /// loop resumes it on the first pass that finds the completion (or the deadline passed): so a
 /// task that posts and awaits in a loop can not starve the loop's other tasks (Soft-RoCE often
@@ -28,7 +28,7 @@ namespace ibv {
 ///
 /// Destroyed without having delivered its completion (never awaited, or its task destroyed
 /// while suspended on it), it settles the request as its PendingWork does: it waits for the
-/// completion, at most the channel's drop timeout, then orphans it and logs. So the device
+/// completion, at most the channel's drop timeout, then cancels it and logs. So the device
 /// never touches buffers that the program believes free, at the price of that bounded wait in
 /// the destructor (let operations finish or time out before destroying their tasks).
 ///

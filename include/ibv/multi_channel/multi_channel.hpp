@@ -127,7 +127,8 @@ class PreparedMultiChannel {
 ///   timeout, for a batch: all of it within one timeout), return the completions (of a batch:
 ///   in the order of the input). A failure throws ibv::WorkError (one request) or ScopeError
 ///   (a batch: after waiting for the rest, naming the peer of each failure); a request that
-///   does not complete in time is orphaned as on a Channel.
+///   does not complete in time is cancelled as on a Channel (that peer's channel then refuses
+///   further work).
 /// - scoped (`scope`, `manual_scope`): see MultiChannelScope.
 /// - unpolled (`post_*`): PendingWork handles (a batch: one per element, in input order).
 ///

@@ -278,6 +278,11 @@ class QueuePair {
   [[nodiscard]] const SharedReceiveQueue* shared_receive_queue() const noexcept {
     return core_->srq ? &*core_->srq : nullptr;
   }
+  /// Moves the queue pair to the error state (ibv_modify_qp to IBV_QPS_ERR): the device
+  /// completes every outstanding request with a flush error (wr_flush_error) and touches none
+  /// of their buffers afterwards. There is no way back to RTS. Throws ibv::Error when the verb
+  /// fails.
+  void move_to_error() const;
   /// The current state as the device reports it ("RTS", "ERR", ...), for diagnostics.
   [[nodiscard]] std::string query_state() const;
 
