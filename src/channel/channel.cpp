@@ -191,7 +191,8 @@ void check_timeout(const Channel::Timeout& timeout, std::string_view operation) 
 WorkCompletion await(detail::ChannelCore& core, std::uint64_t wr_id, Channel::Timeout timeout,
                      std::string_view operation) {
   const auto limit = timeout.value_or(core.timeouts().operation);
-  const auto completion = core.wait(wr_id, limit);
+  auto completion = core.take_fresh(wr_id);
+  if (!completion) completion = core.wait(wr_id, limit);
   if (!completion) [[unlikely]] {
     detail::give_up(core, wr_id, "Channel::" + std::string(operation),
                     detail::timed_out(operation, wr_id, limit));

@@ -109,6 +109,14 @@ class ChannelCore {
   std::optional<WorkCompletion> take(std::uint64_t wr_id);
   /// take() until it succeeds or `timeout` has passed.
   std::optional<WorkCompletion> wait(std::uint64_t wr_id, std::chrono::nanoseconds timeout);
+  /// The completion of `wr_id`, a signaled request just posted, if one poll of the CQ brings
+  /// it (often: Soft-RoCE and fast NICs complete small requests by then); matched once, as it
+  /// is polled. The blocking calls' first look, before wait().
+  std::optional<WorkCompletion> take_fresh(std::uint64_t wr_id) {
+    std::optional<WorkCompletion> handed;
+    poll_once(wr_id, &handed);
+    return handed;
+  }
   /// Gives up on `wr_id`, and with it on the channel: moves the queue pair to the error state,
   /// takes in the flushed completions of every outstanding request (at most the drop timeout),
   /// then forgets `wr_id`. Afterwards the device touches no buffer of any request posted here

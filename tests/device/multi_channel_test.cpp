@@ -5,8 +5,11 @@
 //   scatter write, gather read and multicast, data checked byte by byte;
 // - remote regions tagged with their peer: using one with another peer is an error and posts
 //   nothing, also when it is one element of a batch;
-// - failures of a batch name the peer they came from.
+// - failures of a batch name the peer they came from; a batch that times out cancels its
+//   request (a late message never lands in the canary-filled buffer) and breaks only the
+//   channel to that peer.
 // The same operations across hosts (one rank per host) are in tests/multi_host/.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -407,6 +410,7 @@ TEST_F(MultiChannelTest, ManualScopeComplainsAboutUnpolledWorkNamingThePeer) {
 }
 
 TEST_F(MultiChannelTest, TimedOutBatchIsAScopeErrorNamingThePeer) {
+  std::ranges::fill(chunk(0, 0), std::byte{0xC5});  // a canary
   const std::array at{mrs[0].scatter(chunk(0, 0))};
   try {
     (void)nodes[0].gather_receive(std::array{PeerReceive{2, at}}, 200ms);
@@ -416,8 +420,18 @@ TEST_F(MultiChannelTest, TimedOutBatchIsAScopeErrorNamingThePeer) {
     EXPECT_EQ(error.timed_out().size(), 1U);
     EXPECT_THAT(error.what(), ::testing::HasSubstr("peer 2: wr_id"));
   }
-  // The receive was cancelled: the channel to rank 2 refuses further work, naming the
-  // timeout; the channels to the other peers are untouched.
+  // The receive was cancelled: rank 2's late message never lands in its buffer, the channel
+  // to rank 2 refuses further work, naming the timeout, and the channels to the other peers
+  // are untouched.
+  {
+    PendingWork late = nodes[2].post_send(0, std::array{mrs[2].gather(chunk(2, 0))});
+    try {
+      (void)late.wait_for(1s);
+    } catch (const WorkError&) {
+      // retries exhausted: rank 0's queue pair to rank 2 takes nothing
+    }
+  }
+  EXPECT_TRUE(std::ranges::all_of(chunk(0, 0), [](std::byte b) { return b == std::byte{0xC5}; }));
   const std::array next{mrs[0].scatter(chunk(0, 1))};
   EXPECT_TRUE(ibv_test::throws_error(
       ErrorKind::state, [&] { (void)nodes[0].post_receive(2, next); }, {"cancelled", "200 ms"}));

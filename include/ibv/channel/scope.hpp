@@ -127,9 +127,10 @@ class ScopeWork {
   /// Forgets every request kept (their destructors run: settled handles do not wait).
   void clear() noexcept;
 
-  // The first kInline requests are kept in place (a small scope allocates nothing), the rest
-  // in a deque made when needed: references to either stay valid as more are kept.
-  static constexpr std::size_t kInline = 8;
+  // The first kInline requests are kept in place (a scope of up to 16 requests allocates
+  // nothing), the rest in a deque made when needed: references to either stay valid as more
+  // are kept.
+  static constexpr std::size_t kInline = 16;
   std::array<std::optional<Kept>, kInline> inline_;
   std::size_t inline_count_ = 0;
   std::unique_ptr<std::deque<Kept>> spilled_;
