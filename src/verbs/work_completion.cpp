@@ -125,8 +125,8 @@ int errno_for(WorkStatus status) {
 ErrorKind kind_for(WorkStatus status) {
   switch (status) {
     case WorkStatus::retry_exceeded:
-    case WorkStatus::rnr_retry_exceeded:
     case WorkStatus::response_timeout: return ErrorKind::timeout;
+    case WorkStatus::rnr_retry_exceeded: return ErrorKind::receiver_not_ready;
     case WorkStatus::remote_access_error:
     case WorkStatus::local_protection_error:
     case WorkStatus::local_access_error: return ErrorKind::permission;
