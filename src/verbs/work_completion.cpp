@@ -108,6 +108,7 @@ std::string WorkCompletion::to_string() const {
 }
 
 namespace {
+// errno_for and kind_for implement the list on WorkStatus (work_completion.hpp).
 int errno_for(WorkStatus status) {
   switch (status) {
     case WorkStatus::retry_exceeded:
