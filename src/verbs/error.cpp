@@ -135,6 +135,7 @@ std::string_view to_string(ErrorKind kind) noexcept {
     case ErrorKind::state: return "state";
     case ErrorKind::protocol: return "protocol";
     case ErrorKind::connection: return "connection";
+    case ErrorKind::receiver_not_ready: return "receiver_not_ready";
   }
   return "unknown";
 }

@@ -108,6 +108,7 @@ std::string WorkCompletion::to_string() const {
 }
 
 namespace {
+// errno_for and kind_for implement the list on WorkStatus (work_completion.hpp).
 int errno_for(WorkStatus status) {
   switch (status) {
     case WorkStatus::retry_exceeded:
@@ -125,8 +126,8 @@ int errno_for(WorkStatus status) {
 ErrorKind kind_for(WorkStatus status) {
   switch (status) {
     case WorkStatus::retry_exceeded:
-    case WorkStatus::rnr_retry_exceeded:
     case WorkStatus::response_timeout: return ErrorKind::timeout;
+    case WorkStatus::rnr_retry_exceeded: return ErrorKind::receiver_not_ready;
     case WorkStatus::remote_access_error:
     case WorkStatus::local_protection_error:
     case WorkStatus::local_access_error: return ErrorKind::permission;

@@ -754,6 +754,7 @@ TEST_F(ChannelRnr, SendWithoutAReceiveFailsWithRnrRetryExceeded) {
     ADD_FAILURE() << "a send with no receive posted succeeded";
   } catch (const WorkError& error) {
     EXPECT_EQ(error.status(), WorkStatus::rnr_retry_exceeded) << error.what();
+    EXPECT_EQ(error.kind(), ErrorKind::receiver_not_ready) << error.what();
   } catch (const Error& error) {
     ADD_FAILURE() << "not a WorkError: " << error.what();
   }

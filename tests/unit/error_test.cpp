@@ -144,6 +144,7 @@ TEST(ErrorKind, NamesAreTheEnumeratorNames) {
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::state), "state");
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::protocol), "protocol");
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::connection), "connection");
+  EXPECT_EQ(ibv::to_string(ibv::ErrorKind::receiver_not_ready), "receiver_not_ready");
 }
 
 TEST(ErrorKind, ProtocolAndConnectionErrorsKeepTheirKindAndErrno) {

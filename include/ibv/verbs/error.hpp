@@ -9,19 +9,23 @@
 
 namespace ibv {
 
-/// What kind of failure an Error is, so callers can react without parsing messages.
+/// What kind of failure an Error is, so callers can react without parsing messages. The kind of
+/// each failed completion status is listed on ibv::WorkStatus.
 enum class ErrorKind {
-  invalid_argument,  ///< A value given to the library is out of range or inconsistent.
-  not_found,         ///< A named thing (device, port, GID entry) does not exist.
-  resource,          ///< Out of memory, locked memory, queue entries or other resources.
-  permission,        ///< The operating system refused access (EPERM / EACCES).
-  unsupported,       ///< The device or driver does not implement the operation.
-  driver,            ///< The driver or device reported an error while doing the operation.
-  timeout,           ///< A bounded wait ended before the awaited event.
-  state,             ///< The object is not in a state where the operation is allowed.
-  protocol,          ///< A peer sent something that breaks the protocol: garbage, an unknown or
-                     ///< duplicate rank, an oversized or truncated message.
-  connection,        ///< A peer could not be reached, or closed the connection.
+  invalid_argument,    ///< A value given to the library is out of range or inconsistent.
+  not_found,           ///< A named thing (device, port, GID entry) does not exist.
+  resource,            ///< Out of memory, locked memory, queue entries or other resources.
+  permission,          ///< The operating system refused access (EPERM / EACCES).
+  unsupported,         ///< The device or driver does not implement the operation.
+  driver,              ///< The driver or device reported an error while doing the operation.
+  timeout,             ///< A bounded wait ended before the awaited event.
+  state,               ///< The object is not in a state where the operation is allowed.
+  protocol,            ///< A peer sent something that breaks the protocol: garbage, an unknown or
+                       ///< duplicate rank, an oversized or truncated message.
+  connection,          ///< A peer could not be reached, or closed the connection.
+  receiver_not_ready,  ///< The peer had no receive posted for a send or write with immediate,
+                       ///< through all RNR retries: a fault of the application's protocol (too
+                       ///< few receives, or posted too late), not a slow or lost peer.
 };
 
 /// Name of an ErrorKind, e.g. "invalid_argument".

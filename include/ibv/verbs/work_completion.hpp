@@ -12,32 +12,34 @@
 
 namespace ibv {
 
-/// The outcome of a work request (enum ibv_wc_status), named.
+/// The outcome of a work request (enum ibv_wc_status), named. The comment on each failed status
+/// is the ErrorKind and errno of the WorkError made from it; a status not listed here gives
+/// driver, EIO.
 enum class WorkStatus : std::uint8_t {
   success = IBV_WC_SUCCESS,
-  local_length_error = IBV_WC_LOC_LEN_ERR,
-  local_qp_operation_error = IBV_WC_LOC_QP_OP_ERR,
-  local_eec_operation_error = IBV_WC_LOC_EEC_OP_ERR,
-  local_protection_error = IBV_WC_LOC_PROT_ERR,
-  work_request_flushed = IBV_WC_WR_FLUSH_ERR,
-  memory_window_bind_error = IBV_WC_MW_BIND_ERR,
-  bad_response = IBV_WC_BAD_RESP_ERR,
-  local_access_error = IBV_WC_LOC_ACCESS_ERR,
-  remote_invalid_request = IBV_WC_REM_INV_REQ_ERR,
-  remote_access_error = IBV_WC_REM_ACCESS_ERR,
-  remote_operation_error = IBV_WC_REM_OP_ERR,
-  retry_exceeded = IBV_WC_RETRY_EXC_ERR,
-  rnr_retry_exceeded = IBV_WC_RNR_RETRY_EXC_ERR,
-  local_rdd_violation = IBV_WC_LOC_RDD_VIOL_ERR,
-  remote_invalid_rd_request = IBV_WC_REM_INV_RD_REQ_ERR,
-  remote_aborted = IBV_WC_REM_ABORT_ERR,
-  invalid_eecn = IBV_WC_INV_EECN_ERR,
-  invalid_eec_state = IBV_WC_INV_EEC_STATE_ERR,
-  fatal = IBV_WC_FATAL_ERR,
-  response_timeout = IBV_WC_RESP_TIMEOUT_ERR,
-  general_error = IBV_WC_GENERAL_ERR,
-  tag_matching_error = IBV_WC_TM_ERR,
-  tag_matching_rendezvous_incomplete = IBV_WC_TM_RNDV_INCOMPLETE,
+  local_length_error = IBV_WC_LOC_LEN_ERR,                ///< invalid_argument, EMSGSIZE
+  local_qp_operation_error = IBV_WC_LOC_QP_OP_ERR,        ///< driver, EIO
+  local_eec_operation_error = IBV_WC_LOC_EEC_OP_ERR,      ///< driver, EIO
+  local_protection_error = IBV_WC_LOC_PROT_ERR,           ///< permission, EACCES
+  work_request_flushed = IBV_WC_WR_FLUSH_ERR,             ///< state, ECANCELED
+  memory_window_bind_error = IBV_WC_MW_BIND_ERR,          ///< driver, EIO
+  bad_response = IBV_WC_BAD_RESP_ERR,                     ///< driver, EIO
+  local_access_error = IBV_WC_LOC_ACCESS_ERR,             ///< permission, EACCES
+  remote_invalid_request = IBV_WC_REM_INV_REQ_ERR,        ///< invalid_argument, EIO
+  remote_access_error = IBV_WC_REM_ACCESS_ERR,            ///< permission, EACCES
+  remote_operation_error = IBV_WC_REM_OP_ERR,             ///< driver, EIO
+  retry_exceeded = IBV_WC_RETRY_EXC_ERR,                  ///< timeout, ETIMEDOUT
+  rnr_retry_exceeded = IBV_WC_RNR_RETRY_EXC_ERR,          ///< receiver_not_ready, ECONNREFUSED
+  local_rdd_violation = IBV_WC_LOC_RDD_VIOL_ERR,          ///< driver, EIO
+  remote_invalid_rd_request = IBV_WC_REM_INV_RD_REQ_ERR,  ///< driver, EIO
+  remote_aborted = IBV_WC_REM_ABORT_ERR,                  ///< driver, EIO
+  invalid_eecn = IBV_WC_INV_EECN_ERR,                     ///< driver, EIO
+  invalid_eec_state = IBV_WC_INV_EEC_STATE_ERR,           ///< driver, EIO
+  fatal = IBV_WC_FATAL_ERR,                               ///< driver, EIO
+  response_timeout = IBV_WC_RESP_TIMEOUT_ERR,             ///< timeout, ETIMEDOUT
+  general_error = IBV_WC_GENERAL_ERR,                     ///< driver, EIO
+  tag_matching_error = IBV_WC_TM_ERR,                     ///< driver, EIO
+  tag_matching_rendezvous_incomplete = IBV_WC_TM_RNDV_INCOMPLETE,  ///< driver, EIO
 };
 
 /// "remote_access_error"; unknown values read "unknown status N".
@@ -100,7 +102,8 @@ static_assert(sizeof(WorkCompletion) == sizeof(ibv_wc) &&
               std::is_standard_layout_v<WorkCompletion>);
 
 /// A work request that completed with an error, thrown by the blocking calls of the higher
-/// layers (on the polling path, a failed completion is a value). Carries the completion.
+/// layers (on the polling path, a failed completion is a value). Carries the completion; its
+/// kind and errno are the ones listed on WorkStatus.
 class WorkError : public Error {
  public:
   explicit WorkError(const WorkCompletion& completion, std::string_view context = {});
