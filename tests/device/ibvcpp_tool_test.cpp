@@ -1,8 +1,9 @@
 // The ibvcpp command-line tool (tools/ibvcpp) on a real device: its errors and exit statuses
 // (unknown device 3, no server 4, TCP port in use 4, a size over the limit 2, settings that
 // differ 2 on both sides), `devices`, and a short real run of each of the six perf tests,
-// server and client on the test device over 127.0.0.1, with the JSON report checked, and a
-// run with -R (queue pairs connected by rdma_cm at IBV_TEST_IP).
+// server and client on the test device over 127.0.0.1, with the JSON report checked, a run
+// with -R (queue pairs connected by rdma_cm at IBV_TEST_IP), and runs with a post list (-l)
+// and CQ moderation (-Q).
 //
 // The binary is looked up next to this test binary (build/<preset>/bin); the tests skip when it
 // was not built (IBV_BUILD_TOOLS=OFF). Every process runs under a hard timeout.
@@ -312,6 +313,49 @@ TEST_F(IbvcppTool, RdmaCmConnectsTheQueuePairs) {
       EXPECT_EQ(doc.at("results")[0].at("iterations"), 50 * run.qps) << both;  // all QPs
     }
   }
+}
+
+// --- -l and -Q: post lists and CQ moderation --------------------------------------------------
+
+TEST_F(IbvcppTool, PostListAndCqModerationRun) {
+  // Write: two QPs, lists of 16 with one request in 8 signaled (two completions per list).
+  constexpr std::uint16_t kWritePort = 18671;
+  const std::vector<std::string> write_options{"-s", "8",  "-n", "320", "-q",    "2",
+                                               "-l", "16", "-Q", "8",   "--json"};
+  auto server = start_server(perf({"write", "bw"}, kWritePort, write_options, false), kWritePort);
+  Tool client(perf({"write", "bw"}, kWritePort, write_options, true), logs_.path(), "client");
+  auto client_status = client.wait();
+  auto server_status = server->wait();
+  std::string both =
+      "---- server ----\n" + server->describe() + "---- client ----\n" + client.describe();
+  ASSERT_EQ(client_status, 0) << both;
+  ASSERT_EQ(server_status, 0) << both;
+  for (auto* side : {&client, server.get()}) {
+    nlohmann::json doc;
+    ASSERT_NO_THROW(doc = nlohmann::json::parse(side->out())) << both;
+    EXPECT_EQ(doc.at("post_list"), 16) << both;
+    EXPECT_EQ(doc.at("cq_moderation"), 8) << both;
+    ASSERT_EQ(doc.at("results").size(), 1U) << both;
+    const auto& result = doc.at("results")[0];
+    EXPECT_EQ(result.at("iterations"), 640) << both;  // both QPs
+    EXPECT_GT(result.at("msg_rate_Mpps").get<double>(), 0.0) << both;
+    EXPECT_GE(result.at("bw_peak_MBps").get<double>(),
+              result.at("bw_avg_MBps").get<double>() * 0.99)
+        << both;
+  }
+
+  // Send, as text: lists of 8 and, without -Q, one signaled request per list (perftest's rule).
+  constexpr std::uint16_t kSendPort = 18672;
+  const std::vector<std::string> send_options{"-s", "64", "-n", "200", "-l", "8"};
+  server = start_server(perf({"send", "bw"}, kSendPort, send_options, false), kSendPort);
+  Tool sender(perf({"send", "bw"}, kSendPort, send_options, true), logs_.path(), "sender");
+  client_status = sender.wait();
+  server_status = server->wait();
+  both = "---- server ----\n" + server->describe() + "---- client ----\n" + sender.describe();
+  ASSERT_EQ(client_status, 0) << both;
+  ASSERT_EQ(server_status, 0) << both;
+  EXPECT_TRUE(contains(sender.out(), " Post List       : 8\n CQ Moderation   : 8\n")) << both;
+  EXPECT_TRUE(contains(sender.out(), " 64         200")) << both;  // the row: size, iterations
 }
 
 }  // namespace

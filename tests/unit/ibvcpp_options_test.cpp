@@ -296,6 +296,66 @@ TEST(IbvcppOptions, RejectsNumbersOutOfRange) {
   }
 }
 
+// --- -l (post list) and -Q (CQ moderation), perftest's rules -------------------------------
+
+TEST(IbvcppOptions, PostListAndCqModerationFollowPerftest) {
+  const auto plain = perf({"perf", "write", "bw"});
+  EXPECT_EQ(plain.post_list, 1U);
+  EXPECT_FALSE(plain.cq_mod);
+  // -l alone: the moderation is the list (one signaled request per list), at any size.
+  const auto list = perf({"perf", "write", "bw", "-s", "8", "-n", "4992", "-l", "16"});
+  EXPECT_EQ(list.post_list, 16U);
+  EXPECT_FALSE(list.cq_mod);
+  EXPECT_EQ(list.cq_moderation(8), 16U);
+  EXPECT_EQ(list.cq_moderation(65536), 16U);
+  // -l with -Q: -Q, which divides the list.
+  const auto both = perf({"perf", "write", "bw", "-n", "3200", "--post_list=32", "--cq-mod=8"});
+  EXPECT_EQ(both.post_list, 32U);
+  EXPECT_EQ(both.cq_mod, 8U);
+  EXPECT_EQ(both.cq_moderation(8), 8U);
+  EXPECT_EQ(perf({"perf", "send", "bw", "--post-list", "4", "-n", "400"}).post_list, 4U);
+  // -Q alone: also above 8 KiB (perftest warns there, and keeps it), at most the TX depth.
+  const auto moderated = perf({"perf", "write", "bw", "-Q", "50"});
+  EXPECT_EQ(moderated.cq_moderation(8), 50U);
+  EXPECT_EQ(moderated.cq_moderation(65536), 50U);
+  EXPECT_EQ(perf({"perf", "write", "bw", "-Q1024", "-t", "64"}).cq_moderation(8), 64U);
+  // -Q above the TX depth is capped before it must divide the list: -t 16 -Q 64 -l 16 is 16.
+  EXPECT_EQ(perf({"perf", "read", "bw", "-n", "160", "-t", "16", "-Q", "64", "-l", "16"})
+                .cq_moderation(8),
+            16U);
+  // A list as deep as the TX depth; -l 1 is the default and fits any -n, and latency tests.
+  EXPECT_EQ(perf({"perf", "write", "bw", "-n", "1280", "-t", "128", "-l", "128"}).post_list, 128U);
+  EXPECT_EQ(perf({"perf", "write", "bw", "-n", "77", "-l", "1"}).post_list, 1U);
+  EXPECT_EQ(perf({"perf", "write", "lat", "-l", "1"}).post_list, 1U);
+  const auto help = std::get<ibvcpp::HelpRequest>(parse({"perf", "-h"})).text;
+  EXPECT_TRUE(contains(help, "-l, --post_list=<n>")) << help;
+  EXPECT_TRUE(contains(help, "-Q, --cq-mod=<n>")) << help;
+}
+
+TEST(IbvcppOptions, RejectsBadPostListsAndCqModeration) {
+  const auto check = [](std::initializer_list<std::string_view> args, std::string_view part) {
+    const auto message = usage_error(args);
+    EXPECT_TRUE(contains(message, part)) << message;
+  };
+  check({"perf", "write", "bw", "-l", "0"}, "'0' for -l (expected 1..16384)");
+  check({"perf", "write", "bw", "-l", "16k"}, "'16k' for -l");
+  check({"perf", "write", "bw", "--post_list"}, "--post_list needs a value");
+  check({"perf", "write", "bw", "-Q", "0"}, "'0' for -Q (expected 1..1024)");
+  check({"perf", "write", "bw", "--cq-mod=1025"}, "'1025' for --cq-mod (expected 1..1024)");
+  // ib_write_bw's default -n 5000 is no multiple of 16.
+  check({"perf", "write", "bw", "-l", "16"}, "-n 5000 is not a multiple of -l 16");
+  check({"perf", "write", "bw", "-n", "1024", "-l", "256"},
+        "-l 256 is more than the TX depth 128 (-t, at most -n)");
+  EXPECT_EQ(usage_error({"perf", "write", "bw", "-n", "40", "-l", "40", "-t", "64"}), "");  // -t 40
+  check({"perf", "write", "bw", "-n", "60", "-l", "30", "-t", "16"}, "more than the TX depth 16");
+  check({"perf", "write", "bw", "-n", "3200", "-l", "32", "-Q", "12"},
+        "-l 32 is not a multiple of the CQ moderation 12 (-Q 12)");
+  check({"perf", "write", "bw", "-n", "480", "-l", "24", "-Q", "64", "-t", "32"},
+        "the CQ moderation 32 (-Q 64, capped at the TX depth)");
+  check({"perf", "write", "lat", "-l", "2"}, "-l 2: post lists are for bw tests");
+  check({"perf", "send", "lat", "-Q", "4"}, "-Q 4: CQ moderation is for bw tests");
+}
+
 }  // namespace
 
 // --- -R (rdma_cm) ----------------------------------------------------------------------------

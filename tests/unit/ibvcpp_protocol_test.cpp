@@ -79,6 +79,31 @@ TEST(IbvcppProtocol, MismatchNamesTheSettingAndBothValues) {
                        "number of QPs (-q; this client has 1, the server 2)"));
 }
 
+TEST(IbvcppProtocol, PostListAndCqModerationMustAgree) {
+  auto listed = settings();
+  listed.post_list = 16;
+  listed.cq_mod = 8;
+  const auto text = ibvcpp::encode_settings(listed);
+  EXPECT_TRUE(contains(text, "\"post_list\":16,\"cq_mod\":8")) << text;
+  EXPECT_EQ(ibvcpp::decode_settings(text), listed);
+  EXPECT_EQ(*ibvcpp::settings_mismatch(listed, settings(), true),
+            "settings differ: the post list (-l; this client has 16, the server 1)");
+  auto moderated = settings();
+  moderated.cq_mod = 8;
+  EXPECT_EQ(*ibvcpp::settings_mismatch(settings(), moderated, false),
+            "settings differ: the CQ moderation (-Q; this server has none, the client 8)");
+  // A peer from before -l and -Q sends neither: no post list, no -Q.
+  const auto old = ibvcpp::decode_settings(
+      R"({"tool":"ibvcpp","protocol":1,"test":"write_bw","sizes":[2,65536],"iterations":5000,)"
+      R"("tx_depth":128,"qps":1,"mtu":1024})");
+  EXPECT_EQ(old, settings());
+  ibvcpp::PerfOptions options;
+  options.post_list = 4;
+  options.cq_mod = 2;
+  EXPECT_EQ(ibvcpp::settings_of(options, 1024).post_list, 4U);
+  EXPECT_EQ(ibvcpp::settings_of(options, 1024).cq_mod, 2U);
+}
+
 TEST(IbvcppProtocol, RejectsOtherPrograms) {
   for (const auto* text : {"", "garbage", R"({"tool":"perftest"})", R"({"tool":"ibvcpp"})"}) {
     const auto [code, message] = tool_error([&] { (void)ibvcpp::decode_settings(text); });

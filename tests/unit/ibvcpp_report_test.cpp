@@ -163,6 +163,40 @@ TEST(IbvcppReport, BandwidthJson) {
   EXPECT_DOUBLE_EQ(r["msg_rate_Mpps"].get<double>(), 0.000418);
 }
 
+TEST(IbvcppReport, PostListAndCqModerationInHeaderAndJson) {
+  auto info = write_bw_client();
+  auto header = ibvcpp::format_header(info);
+  EXPECT_FALSE(contains(header, "Post List"));  // perftest prints it only above 1
+  auto doc = nlohmann::json::parse(ibvcpp::format_json(info, std::vector<BwResult>{}));
+  EXPECT_EQ(doc["post_list"], 1);
+  EXPECT_EQ(doc["cq_moderation"], 1);
+  EXPECT_FALSE(doc.contains("cq_moderation_above_8KiB"));
+
+  info.post_list = 32;
+  info.cq_moderation = 8;
+  header = ibvcpp::format_header(info);
+  EXPECT_TRUE(contains(header,
+                       " TX depth        : 128\n Post List       : 32\n"
+                       " CQ Moderation   : 8\n"))
+      << header;
+  info.client = false;  // the server shows them too: both sides must agree on them
+  EXPECT_TRUE(contains(ibvcpp::format_header(info), " Post List       : 32\n"));
+  doc = nlohmann::json::parse(ibvcpp::format_json(info, std::vector<BwResult>{}));
+  EXPECT_EQ(doc["post_list"], 32);
+  EXPECT_EQ(doc["cq_moderation"], 8);
+
+  info.post_list = 1;
+  info.cq_moderation = 100;
+  info.cq_moderation_large = 1;
+  doc = nlohmann::json::parse(ibvcpp::format_json(info, std::vector<BwResult>{}));
+  EXPECT_EQ(doc["cq_moderation"], 100);
+  EXPECT_EQ(doc["cq_moderation_above_8KiB"], 1);
+  info.test = {Verb::write, Measure::lat};
+  doc = nlohmann::json::parse(ibvcpp::format_json(info, std::vector<LatResult>{}));
+  EXPECT_FALSE(doc.contains("post_list"));  // bandwidth tests only
+  EXPECT_FALSE(doc.contains("cq_moderation"));
+}
+
 TEST(IbvcppReport, LatencyJson) {
   auto info = write_bw_client();
   info.test = {Verb::read, Measure::lat};

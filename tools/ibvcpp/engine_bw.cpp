@@ -1,14 +1,22 @@
 // Bandwidth loops of ibvcpp perf, shaped like perftest's run_iter_bw / run_iter_bw_server:
 // the client keeps tx-depth requests in flight per queue pair, signals one request in
 // cq_moderation (and the last), timestamps every post and every polled completion; the server
-// of a send test keeps rx-depth receives posted and reposts as they complete.
+// of a send test keeps rx-depth receives posted and reposts as they complete. With a post list
+// (-l) the client posts each queue pair's list of requests, built once, with one doorbell.
+#include <algorithm>
 #include <array>
+#include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "ibv/verbs/completion_queue.hpp"
+#include "ibv/verbs/queue_pair.hpp"
 #include "ibv/verbs/work_completion.hpp"
+#include "ibv/verbs/work_request.hpp"
 #include "ibvcpp/engine.hpp"
 #include "ibvcpp/exit_code.hpp"
 #include "ibvcpp/statistics.hpp"
@@ -149,6 +157,113 @@ BwResult client_loop(Session& session, std::uint64_t size) {
   return result;
 }
 
+/// -l: one queue pair's post list, built once per size and posted as it is every time (perftest
+/// reposts its list unchanged too): post_list requests linked in one ibv_post_send, every
+/// moderation-th signaled, so each list ends with a signaled one. The Channel posts one request
+/// per call, so this goes a layer down, to the Channel's queue pair (QueuePair::post_send of a
+/// span: checked, linked in place, one doorbell) and its completion queue, polled here. The
+/// Channel is not used meanwhile, so it never sees these completions; when the loop ends every
+/// request has completed and every completion has been polled, and the Channel is as before.
+struct ListLane {
+  const ibv::QueuePair* qp = nullptr;
+  const ibv::CompletionQueue* cq = nullptr;
+  std::vector<ibv::SendRequest> list;
+  std::uint64_t posted = 0;     // perftest's scnt
+  std::uint64_t completed = 0;  // perftest's ccnt: moderation per polled completion
+};
+
+/// Request `index` of a lane's list (wr_id: its index, which nothing reads back).
+template <Verb V>
+ibv::SendRequest list_request(const Lane& lane, std::uint64_t index) {
+  if constexpr (V == Verb::send) {
+    return ibv::SendRequest::send(index, lane.gather);
+  } else if constexpr (V == Verb::write) {
+    return ibv::SendRequest::write(index, lane.gather, lane.remote);
+  } else {
+    return ibv::SendRequest::read(index, lane.scatter, lane.remote);
+  }
+}
+
+template <Verb V>
+BwResult client_list_loop(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  const std::uint64_t iterations = options.iterations;  // a multiple of the list (options)
+  const std::uint64_t depth = options.tx_depth;
+  const std::uint64_t list_size = options.post_list;
+  const std::uint64_t moderation = options.cq_moderation(size);  // divides the list (options)
+  // The requests refer to the lanes' elements: the lanes stay where they are from here on.
+  const std::vector<Lane> lanes = make_lanes(session, size);
+  std::vector<ListLane> lists(lanes.size());
+  for (std::size_t q = 0; q < lanes.size(); ++q) {
+    auto& lane = lists[q];
+    lane.qp = &lanes[q].channel->queue_pair();
+    lane.cq = &lane.qp->send_cq();
+    lane.list.reserve(list_size);
+    for (std::uint64_t j = 0; j < list_size; ++j) {
+      auto& request = lane.list.emplace_back(list_request<V>(lanes[q], j));
+      if ((j + 1) % moderation != 0) request.unsignaled();
+      if (options.sends_inline(size)) request.inline_data();
+    }
+  }
+  const std::size_t total = iterations * lanes.size();
+  std::vector<std::int64_t> posted(total);
+  std::vector<CompletionMark> marks;
+  marks.reserve(total / moderation);
+  std::array<ibv::WorkCompletion, 16> polled{};
+
+  session.sync();
+  Heartbeat heartbeat(session.connection);
+  std::size_t total_posted = 0;
+  std::uint64_t total_completed = 0;  // perftest's totccnt
+  std::int64_t last_progress = now_ns();
+  std::uint32_t spins = 0;
+  try {
+    while (total_completed < total) {
+      for (auto& lane : lists) {
+        while (lane.posted < iterations && lane.posted + list_size <= depth + lane.completed) {
+          // Every request of the list was posted at this time.
+          std::fill_n(posted.begin() + static_cast<std::ptrdiff_t>(total_posted), list_size,
+                      now_ns());
+          lane.qp->post_send(lane.list);
+          lane.posted += list_size;
+          total_posted += list_size;
+        }
+      }
+      for (auto& lane : lists) {
+        if (lane.completed == lane.posted) continue;
+        const auto done = lane.cq->poll(polled);
+        if (done.empty()) continue;
+        const std::int64_t now = now_ns();
+        for (const auto& completion : done) {
+          if (!completion.ok()) throw ibv::WorkError(completion, "bandwidth test");
+          lane.completed += moderation;
+          total_completed += moderation;
+          marks.push_back({total_completed - 1, now});
+        }
+        last_progress = now;
+      }
+      if ((++spins & 0x3ffU) == 0) {
+        const std::int64_t now = now_ns();
+        if (now - last_progress > session.timeout_ns()) {
+          throw ToolError(ExitCode::run_failed,
+                          "no completion for " + std::to_string(options.timeout.count()) +
+                              " s after " + std::to_string(total_completed) + " of " +
+                              std::to_string(total) + " requests of " + std::to_string(size) +
+                              " bytes (is the server alive?)");
+        }
+        heartbeat.beat(now);
+      }
+    }
+  } catch (const std::exception& error) {
+    abort_run(error.what());
+  }
+  session.connection.send(MessageType::heartbeat);
+  const BwResult result{
+      size, total, bandwidth_statistics(posted, marks, size, iterations <= kPeakIterationLimit)};
+  session.connection.send(MessageType::result, encode_result(result));
+  return result;
+}
+
 /// The server of a send test: keeps rx-depth receives posted per queue pair, reposts while
 /// more messages are due, and measures from the start signal to the last receive (perftest's
 /// server does not compute a peak).
@@ -216,6 +331,13 @@ BwResult send_server_loop(Session& session, std::uint64_t size) {
 
 BwResult run_bw(Session& session, std::uint64_t size) {
   const auto& options = session.options;
+  if (options.is_client() && options.post_list > 1) {
+    switch (options.test.verb) {
+      case Verb::send: return client_list_loop<Verb::send>(session, size);
+      case Verb::write: return client_list_loop<Verb::write>(session, size);
+      case Verb::read: return client_list_loop<Verb::read>(session, size);
+    }
+  }
   if (options.is_client()) {
     switch (options.test.verb) {
       case Verb::send: return client_loop<Verb::send>(session, size);

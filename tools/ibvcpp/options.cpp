@@ -30,6 +30,8 @@ enum class Opt : std::uint8_t {
   mtu,
   tx_depth,
   qps,
+  post_list,
+  cq_mod,
   inline_size,
   report_gbits,
   timeout,
@@ -43,7 +45,7 @@ struct OptionSpec {
   bool takes_value;
 };
 
-constexpr std::array<OptionSpec, 20> kOptions{{
+constexpr std::array<OptionSpec, 23> kOptions{{
     {Opt::help, 'h', "help", false},
     {Opt::verbose, 'v', "verbose", false},
     {Opt::json, '\0', "json", false},
@@ -58,6 +60,9 @@ constexpr std::array<OptionSpec, 20> kOptions{{
     {Opt::mtu, 'm', "mtu", true},
     {Opt::tx_depth, 't', "tx-depth", true},
     {Opt::qps, 'q', "qp", true},
+    {Opt::post_list, 'l', "post_list", true},
+    {Opt::post_list, '\0', "post-list", true},
+    {Opt::cq_mod, 'Q', "cq-mod", true},
     {Opt::inline_size, 'I', "inline_size", true},
     {Opt::inline_size, '\0', "inline-size", true},
     {Opt::report_gbits, '\0', "report_gbits", false},
@@ -275,6 +280,12 @@ void apply_perf_option(PerfOptions& options, const ParsedOption& option,
       tx_depth_given = true;
       break;
     case Opt::qps: options.qps = static_cast<std::uint32_t>(parse_number(option, 1, 256)); break;
+    case Opt::post_list:
+      options.post_list = static_cast<std::uint32_t>(parse_number(option, 1, 16384));
+      break;
+    case Opt::cq_mod:
+      options.cq_mod = static_cast<std::uint32_t>(parse_number(option, 1, kMaxCqModeration));
+      break;
     case Opt::inline_size:
       options.inline_size = static_cast<std::uint32_t>(parse_number(option, 0, 65536));
       break;
@@ -286,6 +297,45 @@ void apply_perf_option(PerfOptions& options, const ParsedOption& option,
     case Opt::help:
     case Opt::verbose:
       throw UsageError("option " + option.spelling + " does not apply to 'ibvcpp perf'");
+  }
+}
+
+/// -l and -Q, by perftest's rules, once -n and -t are resolved: bw tests only; every post a
+/// whole list (the iterations a multiple of it) that fits in the TX depth (perftest would wait
+/// for room forever); the list a multiple of the moderation, so that each list ends with a
+/// signaled request.
+void check_post_list(const PerfOptions& options) {
+  if (options.test.measure == Measure::lat) {
+    if (options.post_list > 1) {
+      throw UsageError("-l " + std::to_string(options.post_list) +
+                       ": post lists are for bw tests (latency tests post one request at a "
+                       "time)");
+    }
+    if (options.cq_mod) {
+      throw UsageError("-Q " + std::to_string(*options.cq_mod) +
+                       ": CQ moderation is for bw tests (latency tests signal every request)");
+    }
+    return;
+  }
+  if (options.post_list == 1) return;
+  const std::string list = "-l " + std::to_string(options.post_list);
+  if (options.iterations % options.post_list != 0) {
+    throw UsageError("-n " + std::to_string(options.iterations) + " is not a multiple of " + list +
+                     " (every post is a whole list; the default -n is 5000 for write "
+                     "bw, 1000 otherwise)");
+  }
+  if (options.post_list > options.tx_depth) {
+    throw UsageError(list + " is more than the TX depth " + std::to_string(options.tx_depth) +
+                     " (-t, at most -n): a list must fit in the requests in flight");
+  }
+  if (options.cq_mod) {
+    const std::uint32_t moderation = std::min(*options.cq_mod, options.tx_depth);
+    if (options.post_list % moderation != 0) {
+      throw UsageError(list + " is not a multiple of the CQ moderation " +
+                       std::to_string(moderation) + " (-Q " + std::to_string(*options.cq_mod) +
+                       (moderation != *options.cq_mod ? ", capped at the TX depth" : "") +
+                       "): each list must end with a signaled request");
+    }
   }
 }
 
@@ -338,6 +388,7 @@ PerfOptions parse_perf(const SplitArguments& split) {
     throw UsageError("-q " + std::to_string(options.qps) +
                      ": latency tests run on one queue pair (-q is for bw tests)");
   }
+  check_post_list(options);
   if (std::uint64_t{options.iterations} * options.qps > kMaxIterations) {
     throw UsageError("-n " + std::to_string(options.iterations) + " with -q " +
                      std::to_string(options.qps) + " is more than " +
@@ -378,7 +429,13 @@ std::uint64_t PerfOptions::max_size() const noexcept {
 std::uint32_t PerfOptions::cq_moderation(std::uint64_t size) const noexcept {
   if (test.measure == Measure::lat) return 1;
   std::uint32_t moderation = kDefaultCqModeration;
-  if (size > kCqModerationSizeLimit && !all_sizes) moderation = 1;
+  if (cq_mod) {
+    moderation = *cq_mod;  // as perftest: also above 8 KiB
+  } else if (post_list > 1) {
+    return post_list;  // at most the TX depth (check_post_list)
+  } else if (size > kCqModerationSizeLimit && !all_sizes) {
+    moderation = 1;
+  }
   return std::max<std::uint32_t>(1, std::min(moderation, tx_depth));
 }
 
@@ -431,7 +488,8 @@ std::string perf_usage() {
          "  ibvcpp perf {send|write|read} {bw|lat} [options] <server>   connect to <server>\n"
          "\n"
          "Measures like perftest's ib_{send,write,read}_{bw,lat}; both sides must be given the\n"
-         "same test, sizes, iterations, TX depth and QPs (they check each other).\n"
+         "same test, sizes, iterations, TX depth, QPs, post list and CQ moderation (they\n"
+         "check each other).\n"
          "\n"
          "Options (perftest's meanings and defaults):\n"
          "  -d, --ib-dev=<dev>         RDMA device (default: the first with an active port)\n"
@@ -446,6 +504,11 @@ std::string perf_usage() {
          "  -m, --mtu=<bytes>          path MTU 256..4096 (default: the port's active MTU)\n"
          "  -t, --tx-depth=<n>         requests in flight (default 128 bw, 1 lat)\n"
          "  -q, --qp=<n>               queue pairs, bw tests (default 1)\n"
+         "  -l, --post_list=<n>        post n requests linked, with one ibv_post_send (bw\n"
+         "                             tests; default 1): -n a multiple of n, n at most -t\n"
+         "  -Q, --cq-mod=<n>           signal one request in n, 1..1024 (bw tests; default:\n"
+         "                             the post list with -l, else 100, 1 above 8 KiB unless\n"
+         "                             -a; at most -t); with -l, a divisor of the list\n"
          "  -I, --inline_size=<bytes>  send and write up to this size inline (default 0)\n"
          "      --report_gbits         bandwidth in Gb/sec (10^9 bit), not MB/sec (2^20 byte)\n"
          "      --json                 one JSON document on stdout instead of the tables\n"

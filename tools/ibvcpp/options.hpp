@@ -45,6 +45,8 @@ inline constexpr std::uint32_t kMinIterations = 5;
 inline constexpr std::uint32_t kMaxIterations = 100'000'000;
 /// perftest's CQ moderation: one signaled request in this many (bw tests).
 inline constexpr std::uint32_t kDefaultCqModeration = 100;
+/// perftest's range of -Q (MIN_CQ_MOD, MAX_CQ_MOD).
+inline constexpr std::uint32_t kMaxCqModeration = 1024;
 /// Above this size perftest signals every request (unless -a).
 inline constexpr std::uint64_t kCqModerationSizeLimit = 8192;
 /// perftest's receive queue depth for send tests.
@@ -64,6 +66,12 @@ struct PerfOptions {
   std::optional<std::uint32_t> mtu;  ///< Unset: the port's active MTU.
   std::uint32_t tx_depth = 0;        ///< Already capped at iterations, as perftest does.
   std::uint32_t qps = 1;
+  /// -l: requests per post (bw tests), linked and posted with one ibv_post_send. A divisor of
+  /// the iterations, at most the TX depth.
+  std::uint32_t post_list = 1;
+  /// -Q as given (bw tests); unset: perftest's rule (see cq_moderation()). With -l, a divisor
+  /// of the post list once capped at the TX depth.
+  std::optional<std::uint32_t> cq_mod;
   std::uint32_t inline_size = 0;  ///< 0 for read tests.
   bool report_gbits = false;
   bool json = false;
@@ -74,8 +82,9 @@ struct PerfOptions {
 
   [[nodiscard]] bool is_client() const noexcept { return server.has_value(); }
   [[nodiscard]] std::uint64_t max_size() const noexcept;
-  /// perftest's CQ moderation for a bw test of `size` bytes: 100, but 1 above 8 KiB (unless
-  /// -a), and never more than the TX depth. 1 for latency tests.
+  /// perftest's CQ moderation for a bw test of `size` bytes: -Q if given (at any size);
+  /// else the post list if -l is above 1; else 100, but 1 above 8 KiB (unless -a). Never more
+  /// than the TX depth. 1 for latency tests.
   [[nodiscard]] std::uint32_t cq_moderation(std::uint64_t size) const noexcept;
   /// Receives kept posted in send tests: 512, at most the iterations.
   [[nodiscard]] std::uint32_t rx_depth() const noexcept;

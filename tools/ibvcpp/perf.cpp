@@ -136,6 +136,7 @@ RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uin
   info.iterations = options.iterations;
   info.tx_depth = options.tx_depth;
   info.rx_depth = options.rx_depth();
+  info.post_list = options.post_list;
   const auto [smallest, largest] = std::ranges::minmax(options.sizes);
   info.cq_moderation = options.cq_moderation(smallest);
   if (options.cq_moderation(largest) != info.cq_moderation) {

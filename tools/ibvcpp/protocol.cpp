@@ -28,8 +28,8 @@ std::string both(bool i_am_client, const std::string& mine, const std::string& p
 }  // namespace
 
 PeerSettings settings_of(const PerfOptions& options, std::uint32_t mtu) {
-  return {options.test.name(), options.sizes, options.iterations,
-          options.tx_depth,    options.qps,   mtu};
+  return {options.test.name(), options.sizes, options.iterations, options.tx_depth,
+          options.qps,         mtu,           options.post_list,  options.cq_mod.value_or(0)};
 }
 
 std::string encode_settings(const PeerSettings& settings) {
@@ -42,6 +42,8 @@ std::string encode_settings(const PeerSettings& settings) {
       {"tx_depth", settings.tx_depth},
       {"qps", settings.qps},
       {"mtu", settings.mtu},
+      {"post_list", settings.post_list},
+      {"cq_mod", settings.cq_mod},
   };
   return doc.dump();
 }
@@ -63,6 +65,8 @@ PeerSettings decode_settings(std::string_view text) {
     settings.tx_depth = doc.at("tx_depth").get<std::uint32_t>();
     settings.qps = doc.at("qps").get<std::uint32_t>();
     settings.mtu = doc.at("mtu").get<std::uint32_t>();
+    settings.post_list = doc.value("post_list", std::uint32_t{1});
+    settings.cq_mod = doc.value("cq_mod", std::uint32_t{0});
     return settings;
   } catch (const ToolError&) {
     throw;
@@ -95,6 +99,17 @@ std::optional<std::string> settings_mismatch(const PeerSettings& mine, const Pee
   if (mine.qps != peer.qps) {
     return prefix + "the number of QPs (-q; " +
            both(i_am_client, std::to_string(mine.qps), std::to_string(peer.qps)) + ")";
+  }
+  if (mine.post_list != peer.post_list) {
+    return prefix + "the post list (-l; " +
+           both(i_am_client, std::to_string(mine.post_list), std::to_string(peer.post_list)) + ")";
+  }
+  if (mine.cq_mod != peer.cq_mod) {
+    const auto text = [](std::uint32_t value) {
+      return value == 0 ? std::string("none") : std::to_string(value);
+    };
+    return prefix + "the CQ moderation (-Q; " +
+           both(i_am_client, text(mine.cq_mod), text(peer.cq_mod)) + ")";
   }
   return std::nullopt;
 }

@@ -42,8 +42,9 @@ inline constexpr int kProtocolVersion = 1;
 /// The largest frame either side accepts.
 inline constexpr std::size_t kMaxFrame = std::size_t{1} << 20;
 
-/// The settings a side announces. test, sizes, iterations, tx_depth and qps must agree; the
-/// path MTU is negotiated (both use the smaller).
+/// The settings a side announces. test, sizes, iterations, tx_depth, qps, post_list and cq_mod
+/// must agree; the path MTU is negotiated (both use the smaller). post_list and cq_mod are
+/// optional in the message (a peer from before -l and -Q sends neither: 1 and none).
 struct PeerSettings {
   std::string test;  ///< TestKind::name()
   std::vector<std::uint64_t> sizes;
@@ -51,6 +52,8 @@ struct PeerSettings {
   std::uint32_t tx_depth = 0;
   std::uint32_t qps = 0;
   std::uint32_t mtu = 0;
+  std::uint32_t post_list = 1;  ///< -l
+  std::uint32_t cq_mod = 0;     ///< -Q as given; 0: not given
 
   friend bool operator==(const PeerSettings&, const PeerSettings&) = default;
 };

@@ -31,6 +31,13 @@ nlohmann::ordered_json json_head(const RunInfo& info) {
   doc["qps"] = info.qps;
   doc["tx_depth"] = info.tx_depth;
   doc["iterations"] = info.iterations;
+  if (info.test.measure == Measure::bw) {
+    doc["post_list"] = info.post_list;
+    doc["cq_moderation"] = info.cq_moderation;
+    if (info.cq_moderation_large && *info.cq_moderation_large != info.cq_moderation) {
+      doc["cq_moderation_above_8KiB"] = *info.cq_moderation_large;
+    }
+  }
   if (info.test.verb == Verb::read) {
     doc["outstanding_reads"] = info.outstanding_reads;
   } else {
@@ -54,6 +61,9 @@ std::string format_header(const RunInfo& info) {
   if (info.client) text += format_text(" TX depth        : %u\n", info.tx_depth);
   if (info.test.verb == Verb::send && !info.client) {
     text += format_text(" RX depth        : %u\n", info.rx_depth);
+  }
+  if (info.test.measure == Measure::bw && info.post_list > 1) {
+    text += format_text(" Post List       : %u\n", info.post_list);
   }
   if (info.test.measure == Measure::bw) {
     if (info.cq_moderation_large && *info.cq_moderation_large != info.cq_moderation) {

@@ -24,7 +24,8 @@ struct RunInfo {
   std::uint32_t qps = 1;
   std::uint32_t iterations = 0;
   std::uint32_t tx_depth = 0;
-  std::uint32_t rx_depth = 0;  ///< Send tests.
+  std::uint32_t rx_depth = 0;   ///< Send tests.
+  std::uint32_t post_list = 1;  ///< Requests per post (bw tests).
   std::uint32_t cq_moderation = 0;
   /// CQ moderation of sizes above 8 KiB, when it differs (a --sizes list that crosses 8 KiB).
   std::optional<std::uint32_t> cq_moderation_large;
