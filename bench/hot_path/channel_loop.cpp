@@ -83,7 +83,8 @@ struct Loop {
   const ibv::QueuePair& qp;  // the verbs style's own queue pair and completion queue
   const ibv::CompletionQueue& cq;
   std::uint64_t& next_wr_id;
-  bool verbs_inline;  // the verbs style posts inline, as the Channel's automatic policy does
+  // The verbs style posts inline, as the Channel's automatic policy does.
+  bool verbs_inline = false;
   ibv::op::Write write;
   ibv::op::Send send;
   ibv::op::Receive receive;
