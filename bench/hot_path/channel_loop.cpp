@@ -1,27 +1,42 @@
-// bench/hot_path/channel_loop.cpp: the hot path of raw_loop.c (a small RDMA write, and a send
-// with its receive, each posted and waited for) through the library's Channel, in each of its
-// styles, on a loopback channel with the default settings. bench/hot_path/run counts its
-// instructions with callgrind in the measured_* functions only, and compares them with
-// hot_path_raw's.
+// bench/hot_path/channel_loop.cpp: the hot path of raw_loop.c (one small request of each
+// operation, posted and waited for: an RDMA write, a send with its receive, an RDMA read, a
+// fetch-and-add, a compare-and-swap) through the library, in each of its styles, with the
+// default settings. bench/hot_path/run counts its instructions with callgrind in the measured_*
+// functions only, and compares them with hot_path_raw's.
 //
-// Usage: hot_path_channel {write|send} {blocking|unpolled_wait|unpolled_poll|scoped|verbs}
-//                         ITERATIONS
+// Usage: hot_path_channel REQUESTS OP-STYLE [OP-STYLE...]
+//   OP: write, send, read, fetch_add, compare_swap; STYLE: below. Each variant named is
+//   warmed up (200 requests, not counted) and measured (REQUESTS requests: in a batch of 16,
+//   REQUESTS / 16 batches rounded up) in turn, in one process: callgrind writes one part per
+//   variant, in the order given (bench/hot_path/lib.sh names them). Prints a line per variant:
+//   op, style, requests measured, requests per iteration, whether its sends and writes went
+//   inline.
 //   device: $IBV_TEST_DEVICE, else the first active device; GID index: $IBV_TEST_GID_INDEX,
 //   else the library's default (the RoCE v2 IPv4 entry).
 //
-// The styles, per iteration (the elements and the remote region are made once, before the loop):
-//   blocking       write: channel.write(from, remote)
-//                  send:  r = channel.post_receive(into); channel.send(from); r.wait()
-//   unpolled_wait  write: channel.post_write(from, remote).wait()
-//                  send:  r = post_receive(into); s = post_send(from); s.wait(); r.wait()
-//   unpolled_poll  the same, with `while (!work.poll())` instead of wait()
-//   scoped         channel.scope([&](ibv::ChannelScope& s) { s.post_write(from, remote); })
-//                  send: the scope posts the receive and the send, and waits for both at its end
-//   verbs          not the Channel but the verbs layer under it, on a queue pair of its own
-//                  with the same settings: QueuePair::post_send (and post_receive) of a
-//                  SendRequest, then CompletionQueue::poll until the completions arrive;
-//                  inline (SendRequest::inline_data) when the queue pair grants 8 bytes of
-//                  inline data, as the Channel's default InlinePolicy::automatic does
+// Every style uses the generic calls (ibv/channel/operation.hpp's values, given to execute,
+// post or async); `op` below is the operation (op::Write{from, remote}, ...), made once before
+// the loop. A send is a receive posted first and the send, both waited for. Per iteration:
+//   verbs           not the Channel but the verbs layer under it, on a loopback queue pair of
+//                   its own with the same settings: QueuePair::post_send of op.request(wr_id)
+//                   (and post_receive), then CompletionQueue::poll until the completions
+//                   arrive; inline when the queue pair grants 8 bytes of inline data, as the
+//                   Channel's default InlinePolicy::automatic does
+//   blocking        channel.execute(op)
+//   unpolled_wait   channel.post(op).wait()
+//   unpolled_poll   w = channel.post(op); while (!w.poll()) {}
+//   scoped          channel.scope([&](ibv::ChannelScope& s) { s.post(op); })
+//   batch16         channel.scope([&](ibv::ChannelScope& s) { 16 times s.post(op); }): 16
+//                   requests per iteration (figures per request)
+//   multi_blocking  multi.execute(1, op) from rank 0 of a 2-rank MultiChannel world built in
+//                   this process on the same device (rank 1 posts the send's receive:
+//                   multi1.post(0, op::Receive{into}))
+//   coroutine       one ibv::Task that co_awaits ibv::async(channel, op) REQUESTS times, spawned
+//                   on an ibv::EventLoop and run to its end: the whole run is measured (the
+//                   loop, the task's frame and its start included)
+// The loopback Channel's and the world's queue pairs all write, read and update one registered
+// buffer: 8 bytes from its start into its second half (write, send), from its start into its
+// second half (read), and an 8-byte word at 3072 with the result at 1024 (atomics).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -29,8 +44,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -41,22 +58,55 @@ namespace {
 constexpr std::size_t kBufferSize = 4096;
 constexpr std::size_t kMessageSize = 8;
 constexpr std::size_t kHalf = kBufferSize / 2;
-constexpr int kWarmUp = 200;
+constexpr std::size_t kResult = 1024;  // the atomics' old value lands here
+constexpr std::size_t kWord = 3072;    // the atomics' target word
+constexpr std::size_t kBatch = 16;
+constexpr long kWarmUp = 200;
 constexpr std::uint64_t kMaxSpins = 2'000'000'000;
 
-enum class Op : std::uint8_t { write, send };
-enum class Style : std::uint8_t { blocking, unpolled_wait, unpolled_poll, scoped, verbs };
+enum class Op : std::uint8_t { write, send, read, fetch_add, compare_swap };
+enum class Style : std::uint8_t {
+  verbs,
+  blocking,
+  unpolled_wait,
+  unpolled_poll,
+  scoped,
+  batch16,
+  multi_blocking,
+  coroutine
+};
 
 struct Loop {
   ibv::Channel& channel;
+  ibv::MultiChannel& multi;  // rank 0 of the world: posts to peer 1
+  ibv::MultiChannel& peer;   // rank 1: posts the receives of rank 0's sends
   const ibv::QueuePair& qp;  // the verbs style's own queue pair and completion queue
   const ibv::CompletionQueue& cq;
   std::uint64_t& next_wr_id;
-  std::span<const ibv::GatherElement> from;
-  std::span<const ibv::ScatterElement> into;
-  ibv::RemoteMemoryRegion remote;
-  bool verbs_inline;  // the verbs style posts inline, as the Channel's automatic policy does
+  // The verbs style posts inline, as the Channel's automatic policy does.
+  bool verbs_inline = false;
+  ibv::op::Write write;
+  ibv::op::Send send;
+  ibv::op::Receive receive;
+  ibv::op::Read read;
+  ibv::op::FetchAdd fetch_add;
+  ibv::op::CompareSwap compare_swap;
 };
+
+template <Op op>
+const auto& operation(const Loop& loop) {
+  if constexpr (op == Op::write) {
+    return loop.write;
+  } else if constexpr (op == Op::send) {
+    return loop.send;
+  } else if constexpr (op == Op::read) {
+    return loop.read;
+  } else if constexpr (op == Op::fetch_add) {
+    return loop.fetch_add;
+  } else {
+    return loop.compare_swap;
+  }
+}
 
 // The verbs style's wait: poll until `expected` completions have arrived, all successful.
 void poll_for(const ibv::CompletionQueue& cq, std::size_t expected) {
@@ -80,96 +130,109 @@ void spin_until_complete(ibv::PendingWork& work) {
   if (!work.poll()->ok()) throw ibv::WorkError(*work.poll());
 }
 
+void check(const ibv::WorkCompletion& completion) {
+  if (!completion.ok()) throw ibv::WorkError(completion);
+}
+
+template <Op op>
+void verbs_once(const Loop& loop) {
+  if constexpr (op == Op::send) {
+    ibv::ReceiveRequest receive = loop.receive.request(loop.next_wr_id++);
+    loop.qp.post_receive(receive);
+  }
+  ibv::SendRequest request = operation<op>(loop).request(loop.next_wr_id++);
+  if constexpr (op == Op::write || op == Op::send) {
+    if (loop.verbs_inline) request.inline_data();
+  }
+  loop.qp.post_send(request);
+  poll_for(loop.cq, op == Op::send ? 2 : 1);
+}
+
+// One iteration of a style that is not a coroutine.
 template <Op op, Style style>
 void once(const Loop& loop) {
   ibv::Channel& channel = loop.channel;
-  if constexpr (op == Op::write) {
-    if constexpr (style == Style::blocking) {
-      channel.write(loop.from, loop.remote);
-    } else if constexpr (style == Style::unpolled_wait) {
-      channel.post_write(loop.from, loop.remote).wait();
-    } else if constexpr (style == Style::unpolled_poll) {
-      ibv::PendingWork work = channel.post_write(loop.from, loop.remote);
-      spin_until_complete(work);
-    } else if constexpr (style == Style::verbs) {
-      ibv::SendRequest request = ibv::SendRequest::write(loop.next_wr_id++, loop.from, loop.remote);
-      if (loop.verbs_inline) request.inline_data();
-      loop.qp.post_send(request);
-      poll_for(loop.cq, 1);
+  const auto& request = operation<op>(loop);
+  if constexpr (style == Style::verbs) {
+    verbs_once<op>(loop);
+  } else if constexpr (style == Style::scoped || style == Style::batch16) {
+    constexpr std::size_t kCount = style == Style::batch16 ? kBatch : 1;
+    channel.scope([&](ibv::ChannelScope& scope) {
+      for (std::size_t i = 0; i < kCount; ++i) {
+        if constexpr (op == Op::send) scope.post(loop.receive);
+        scope.post(request);
+      }
+    });
+  } else if constexpr (style == Style::multi_blocking) {
+    if constexpr (op == Op::send) {
+      ibv::PendingWork receive = loop.peer.post(0, loop.receive);
+      check(loop.multi.execute(1, request));
+      check(receive.wait());
     } else {
-      channel.scope([&](ibv::ChannelScope& scope) { scope.post_write(loop.from, loop.remote); });
+      check(loop.multi.execute(1, request));
     }
   } else {
+    std::optional<ibv::PendingWork> receive;
+    if constexpr (op == Op::send) receive.emplace(channel.post(loop.receive));
     if constexpr (style == Style::blocking) {
-      ibv::PendingWork receive = channel.post_receive(loop.into);
-      channel.send(loop.from);
-      receive.wait();
+      check(channel.execute(request));
     } else if constexpr (style == Style::unpolled_wait) {
-      ibv::PendingWork receive = channel.post_receive(loop.into);
-      ibv::PendingWork send = channel.post_send(loop.from);
-      send.wait();
-      receive.wait();
-    } else if constexpr (style == Style::unpolled_poll) {
-      ibv::PendingWork receive = channel.post_receive(loop.into);
-      ibv::PendingWork send = channel.post_send(loop.from);
-      spin_until_complete(send);
-      spin_until_complete(receive);
-    } else if constexpr (style == Style::verbs) {
-      loop.qp.post_receive(loop.next_wr_id++, loop.into);
-      ibv::SendRequest request = ibv::SendRequest::send(loop.next_wr_id++, loop.from);
-      if (loop.verbs_inline) request.inline_data();
-      loop.qp.post_send(request);
-      poll_for(loop.cq, 2);
+      check(channel.post(request).wait());
     } else {
-      channel.scope([&](ibv::ChannelScope& scope) {
-        scope.post_receive(loop.into);
-        scope.post_send(loop.from);
-      });
+      ibv::PendingWork work = channel.post(request);
+      spin_until_complete(work);
+    }
+    if constexpr (op == Op::send) {
+      if constexpr (style == Style::unpolled_poll) {
+        spin_until_complete(*receive);
+      } else {
+        check(receive->wait());
+      }
+    }
+  }
+}
+
+// The coroutine style: one task awaiting `iterations` requests in turn.
+template <Op op>
+ibv::Task<> awaiting(const Loop& loop, long iterations) {
+  for (long i = 0; i < iterations; ++i) {
+    if constexpr (op == Op::send) {
+      ibv::AsyncWork receive = ibv::async(loop.channel, loop.receive);
+      check(co_await ibv::async(loop.channel, loop.send));
+      check(co_await receive);
+    } else {
+      check(co_await ibv::async(loop.channel, operation<op>(loop)));
     }
   }
 }
 
 template <Op op, Style style>
 void repeat(const Loop& loop, long iterations) {
-  for (long i = 0; i < iterations; ++i) once<op, style>(loop);
+  if constexpr (style == Style::coroutine) {
+    ibv::EventLoop events;
+    events.spawn(awaiting<op>(loop, iterations));
+    if (!events.run()) throw std::runtime_error("the coroutine did not finish");
+  } else {
+    for (long i = 0; i < iterations; ++i) once<op, style>(loop);
+  }
 }
 
-// The measured loops. bench/hot_path/run has callgrind start a fresh count on entering
-// measured_* and write it out on entering end_of_measurement, so that set-up, the warm-up
-// (the same code, run through warm_up()) and what follows are not counted.
-[[gnu::noinline]] void measured_write_blocking(const Loop& loop, long n) {
-  repeat<Op::write, Style::blocking>(loop, n);
-}
-[[gnu::noinline]] void measured_write_unpolled_wait(const Loop& loop, long n) {
-  repeat<Op::write, Style::unpolled_wait>(loop, n);
-}
-[[gnu::noinline]] void measured_write_unpolled_poll(const Loop& loop, long n) {
-  repeat<Op::write, Style::unpolled_poll>(loop, n);
-}
-[[gnu::noinline]] void measured_write_scoped(const Loop& loop, long n) {
-  repeat<Op::write, Style::scoped>(loop, n);
-}
-[[gnu::noinline]] void measured_write_verbs(const Loop& loop, long n) {
-  repeat<Op::write, Style::verbs>(loop, n);
-}
-[[gnu::noinline]] void measured_send_blocking(const Loop& loop, long n) {
-  repeat<Op::send, Style::blocking>(loop, n);
-}
-[[gnu::noinline]] void measured_send_unpolled_wait(const Loop& loop, long n) {
-  repeat<Op::send, Style::unpolled_wait>(loop, n);
-}
-[[gnu::noinline]] void measured_send_unpolled_poll(const Loop& loop, long n) {
-  repeat<Op::send, Style::unpolled_poll>(loop, n);
-}
-[[gnu::noinline]] void measured_send_scoped(const Loop& loop, long n) {
-  repeat<Op::send, Style::scoped>(loop, n);
-}
-[[gnu::noinline]] void measured_send_verbs(const Loop& loop, long n) {
-  repeat<Op::send, Style::verbs>(loop, n);
+// The measured loops, one function per variant so that callgrind's dump-before finds each.
+// bench/hot_path/lib.sh has callgrind start a fresh count on entering measured_* and write it
+// out on entering end_of_measurement, so that set-up, the warm-up (the same code, run through
+// warm_up()) and what follows are not counted.
+template <Op op, Style style>
+[[gnu::noinline]] void measured_(const Loop& loop, long n) {
+  repeat<op, style>(loop, n);
 }
 
 volatile int measurement_ended = 0;
 [[gnu::noinline]] void end_of_measurement() { measurement_ended = 1; }
+
+template <Op op, Style style>
+[[gnu::noinline]] void warm_up(const Loop& loop, long n) {
+  repeat<op, style>(loop, n);
+}
 
 using LoopFunction = void (*)(const Loop&, long);
 
@@ -178,51 +241,102 @@ struct Variant {
   std::string_view style;
   LoopFunction measured;
   LoopFunction warm_up;
+  std::size_t requests_per_iteration;
 };
+
+constexpr std::array<std::string_view, 5> kOpNames{"write", "send", "read", "fetch_add",
+                                                   "compare_swap"};
+constexpr std::array<std::string_view, 8> kStyleNames{"verbs",          "blocking", "unpolled_wait",
+                                                      "unpolled_poll",  "scoped",   "batch16",
+                                                      "multi_blocking", "coroutine"};
 
 template <Op op, Style style>
-[[gnu::noinline]] void warm_up(const Loop& loop, long n) {
-  repeat<op, style>(loop, n);
+constexpr Variant variant() {
+  return Variant{kOpNames.at(static_cast<std::size_t>(op)),
+                 kStyleNames.at(static_cast<std::size_t>(style)), measured_<op, style>,
+                 warm_up<op, style>, style == Style::batch16 ? kBatch : 1};
 }
 
-constexpr std::array kVariants{
-    Variant{"write", "blocking", measured_write_blocking, warm_up<Op::write, Style::blocking>},
-    Variant{"write", "unpolled_wait", measured_write_unpolled_wait,
-            warm_up<Op::write, Style::unpolled_wait>},
-    Variant{"write", "unpolled_poll", measured_write_unpolled_poll,
-            warm_up<Op::write, Style::unpolled_poll>},
-    Variant{"write", "scoped", measured_write_scoped, warm_up<Op::write, Style::scoped>},
-    Variant{"write", "verbs", measured_write_verbs, warm_up<Op::write, Style::verbs>},
-    Variant{"send", "blocking", measured_send_blocking, warm_up<Op::send, Style::blocking>},
-    Variant{"send", "unpolled_wait", measured_send_unpolled_wait,
-            warm_up<Op::send, Style::unpolled_wait>},
-    Variant{"send", "unpolled_poll", measured_send_unpolled_poll,
-            warm_up<Op::send, Style::unpolled_poll>},
-    Variant{"send", "scoped", measured_send_scoped, warm_up<Op::send, Style::scoped>},
-    Variant{"send", "verbs", measured_send_verbs, warm_up<Op::send, Style::verbs>},
-};
+template <Op op>
+constexpr std::array<Variant, 8> variants_of() {
+  return {variant<op, Style::verbs>(),          variant<op, Style::blocking>(),
+          variant<op, Style::unpolled_wait>(),  variant<op, Style::unpolled_poll>(),
+          variant<op, Style::scoped>(),         variant<op, Style::batch16>(),
+          variant<op, Style::multi_blocking>(), variant<op, Style::coroutine>()};
+}
+
+constexpr auto kVariants = [] {
+  std::array<Variant, 40> all{};
+  std::size_t next = 0;
+  for (const auto& of : {variants_of<Op::write>(), variants_of<Op::send>(), variants_of<Op::read>(),
+                         variants_of<Op::fetch_add>(), variants_of<Op::compare_swap>()}) {
+    for (const Variant& v : of) all.at(next++) = v;
+  }
+  return all;
+}();
 
 const char* environment(const char* name) {
   const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): single-threaded
   return value != nullptr && *value != '\0' ? value : nullptr;
 }
 
+const Variant* find_variant(std::string_view name) {
+  const auto* found = std::ranges::find_if(kVariants, [&](const Variant& v) {
+    return name.size() == v.op.size() + 1 + v.style.size() && name.starts_with(v.op) &&
+           name[v.op.size()] == '-' && name.ends_with(v.style);
+  });
+  return found != kVariants.end() ? found : nullptr;
+}
+
+// Two ranks of a MultiChannel world on one device, connected to each other in this process.
+std::vector<ibv::MultiChannel> connect_world(const ibv::ProtectionDomain& pd,
+                                             const ibv::QueuePairSettings& settings) {
+  constexpr std::uint32_t kWorld = 2;
+  std::vector<ibv::PreparedMultiChannel> prepared;
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    ibv::MultiChannelBuilder builder(pd, rank, kWorld);
+    builder.queue_pair(settings);
+    prepared.push_back(builder.build());
+  }
+  std::vector<std::vector<std::optional<ibv::Endpoint>>> remote(
+      kWorld, std::vector<std::optional<ibv::Endpoint>>(kWorld));
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    remote.at(rank).at(1 - rank) = prepared.at(1 - rank).endpoint_for(rank);
+  }
+  std::vector<ibv::MultiChannel> world;
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    world.push_back(std::move(prepared.at(rank)).handshake(remote.at(rank)));
+  }
+  return world;
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: hot_path_channel REQUESTS OP-STYLE [OP-STYLE...]\n  OP:");
+  for (const auto op : kOpNames)
+    std::fprintf(stderr, " %.*s", static_cast<int>(op.size()), op.data());
+  std::fprintf(stderr, "\n  STYLE:");
+  for (const auto style : kStyleNames) {
+    std::fprintf(stderr, " %.*s", static_cast<int>(style.size()), style.data());
+  }
+  std::fprintf(stderr, "\n");
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const std::vector<std::string_view> args(argv + 1, argv + argc);
-  const auto* variant =
-      args.size() == 3
-          ? std::ranges::find_if(
-                kVariants, [&](const Variant& v) { return v.op == args[0] && v.style == args[1]; })
-          : kVariants.end();
-  const long iterations = args.size() == 3 ? std::strtol(argv[3], nullptr, 10) : 0;
-  if (variant == kVariants.end() || iterations <= 0) {
-    std::fprintf(stderr,
-                 "usage: hot_path_channel {write|send} "
-                 "{blocking|unpolled_wait|unpolled_poll|scoped|verbs} ITERATIONS\n");
-    return 2;
+  if (args.size() < 2) return usage();
+  const long requests = std::strtol(argv[1], nullptr, 10);
+  std::vector<const Variant*> chosen;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    chosen.push_back(find_variant(args[i]));
+    if (chosen.back() == nullptr) {
+      std::fprintf(stderr, "hot_path_channel: no variant %s\n", argv[i + 1]);
+      return usage();
+    }
   }
+  if (requests <= 0) return usage();
 
   const char* device = environment("IBV_TEST_DEVICE");
   const ibv::Context context =
@@ -235,6 +349,7 @@ int main(int argc, char** argv) try {
   ibv::PreparedChannel prepared = ibv::ChannelBuilder(pd).queue_pair(settings).build();
   const ibv::Endpoint self = prepared.endpoint();
   ibv::Channel channel = std::move(prepared).handshake(self);
+  std::vector<ibv::MultiChannel> world = connect_world(pd, settings);
   // The verbs style's queue pair: the same settings, its own completion queue of the same size.
   const int entries = static_cast<int>(settings.max_send_wr.value() + settings.max_recv_wr.value());
   const ibv::CompletionQueue cq(context, entries);
@@ -244,33 +359,54 @@ int main(int argc, char** argv) try {
   std::uint64_t next_wr_id = 1;
 
   std::vector<std::byte> buffer(kBufferSize);
-  const ibv::MemoryRegion mr = pd.register_remote_accessible(buffer, ibv::RemoteAccess::write());
+  const ibv::MemoryRegion mr = pd.register_remote_accessible(buffer, ibv::RemoteAccess::all());
   const std::span<std::byte> bytes(buffer);
   std::fill_n(buffer.begin(), kMessageSize, std::byte{0x5a});
   const std::array from{mr.gather(bytes.first(kMessageSize))};
   const std::array into{mr.scatter(bytes.subspan(kHalf, kMessageSize))};
-  const Loop loop{channel,
-                  qp,
-                  cq,
-                  next_wr_id,
-                  from,
-                  into,
-                  mr.remote().sub_region(kHalf, kMessageSize),
-                  qp.max_inline_data() >= kMessageSize};
+  const ibv::RemoteMemoryRegion head = mr.remote().sub_region(0, kMessageSize);
+  const ibv::RemoteMemoryRegion half = mr.remote().sub_region(kHalf, kMessageSize);
+  const ibv::RemoteMemoryRegion word = mr.remote().sub_region(kWord, sizeof(std::uint64_t));
+  const ibv::ScatterElement result = mr.scatter(bytes.subspan(kResult, sizeof(std::uint64_t)));
+  const Loop loop{.channel = channel,
+                  .multi = world.at(0),
+                  .peer = world.at(1),
+                  .qp = qp,
+                  .cq = cq,
+                  .next_wr_id = next_wr_id,
+                  .verbs_inline = qp.max_inline_data() >= kMessageSize,
+                  .write = {.data = from, .destination = half},
+                  .send = {.data = from},
+                  .receive = {.into = into},
+                  .read = {.into = into, .source = head},
+                  .fetch_add = {.result = result, .target = word, .add = 1},
+                  .compare_swap = {.result = result, .target = word, .expected = 0, .desired = 0}};
 
-  variant->warm_up(loop, kWarmUp);
-  variant->measured(loop, iterations);
-  end_of_measurement();
+  for (const Variant* variant : chosen) {
+    const std::uint64_t inline_before =
+        channel.inline_posts() + world.at(0).channel(1).inline_posts();
+    // Whole iterations: a batch of 16 runs ceil(requests / 16) of them.
+    const auto per = static_cast<long>(variant->requests_per_iteration);
+    const long iterations = (requests + per - 1) / per;
+    variant->warm_up(loop, (kWarmUp + per - 1) / per);
+    variant->measured(loop, iterations);
+    end_of_measurement();
+    const bool posts_data = variant->op == "write" || variant->op == "send";
+    const bool inline_posts =
+        posts_data &&
+        (variant->style == "verbs"
+             ? loop.verbs_inline
+             : channel.inline_posts() + world.at(0).channel(1).inline_posts() > inline_before);
+    std::printf("channel %.*s %.*s requests %ld requests_per_iteration %zu inline %s\n",
+                static_cast<int>(variant->op.size()), variant->op.data(),
+                static_cast<int>(variant->style.size()), variant->style.data(), iterations * per,
+                variant->requests_per_iteration, posts_data ? (inline_posts ? "yes" : "no") : "-");
+  }
 
-  const auto head = bytes.first(kMessageSize);
-  if (!std::ranges::equal(head, bytes.subspan(kHalf, kMessageSize))) {
+  if (!std::ranges::equal(bytes.first(kMessageSize), bytes.subspan(kHalf, kMessageSize))) {
     std::fprintf(stderr, "hot_path_channel: the data did not arrive\n");
     return 1;
   }
-  const bool inline_posts =
-      variant->style == "verbs" ? loop.verbs_inline : channel.inline_posts() > 0;
-  std::printf("channel %s %s iterations %ld inline %s\n", argv[1], argv[2], iterations,
-              inline_posts ? "yes" : "no");
   // Leave without destructors (nothing after the measurement matters).
   static_cast<void>(std::fflush(stdout));
   std::_Exit(0);

@@ -1,16 +1,22 @@
-// bench/hot_path/raw_loop.c: the hot path of a small RDMA write, and of a send with its
-// receive, written in raw libibverbs: ibv_post_send (and ibv_post_recv) then a busy
+// bench/hot_path/raw_loop.c: the hot path of each operation the library's benchmark measures
+// (an 8-byte RDMA write, a send with its receive, an RDMA read, a fetch-and-add, a
+// compare-and-swap), written in raw libibverbs: ibv_post_send (and ibv_post_recv) then a busy
 // ibv_poll_cq loop, on one RC queue pair connected to itself (a loopback, like the Channel in
 // hot_path_channel) with the Channel's default settings, including its automatic inline: the
-// 8-byte sends and writes go inline when the device grants inline data. It is the baseline that
-// bench/hot_path/run compares the library with, counting instructions with callgrind in
-// measured_write / measured_send only (set-up and warm-up are not counted).
+// 8-byte sends and writes go inline when the device grants inline data. Each operation also as
+// a batch of 16: 16 requests linked in one ibv_post_send (16 receives in one ibv_post_recv),
+// then polled until all 16 have completed, the raw form of a scope of 16. It is the baseline
+// that bench/hot_path/run compares the library with, counting instructions with callgrind in
+// the measured_* functions only (set-up and warm-up are not counted).
 //
-// Usage: hot_path_raw {write|send} ITERATIONS
+// Usage: hot_path_raw REQUESTS VARIANT [VARIANT...]
+//   VARIANT: OP or OP-batch16, OP one of write, send, read, fetch_add, compare_swap; each is
+//   warmed up (200 requests) and measured (REQUESTS requests: in a batch of 16, REQUESTS / 16
+//   batches rounded up) in turn, in one process (one callgrind part each).
 //   device: $IBV_TEST_DEVICE, else the first device; GID index: $IBV_TEST_GID_INDEX, else the
 //   first IPv4-mapped GID of port 1 (the RoCE v2 entry the library picks by default).
-// Prints one line: op, iterations, completion polls per iteration, whether the posts were
-// inline. Exit status 0 on success.
+// Prints a line per variant: its name, requests measured, requests per iteration, completion
+// polls per iteration, whether the posts were inline. Exit status 0 on success.
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -178,9 +184,13 @@ static void tear_down(struct bench* b) {
   if (b->context != NULL) ibv_close_device(b->context);
 }
 
+enum op { kWrite, kSend, kRead, kFetchAdd, kCompareSwap };
+static const char* const kOpNames[] = {"write", "send", "read", "fetch_add", "compare_swap"};
+enum { kOps = 5, kBatch = 16, kResult = 1024, kWord = 3072 };
+
 // Busy-polls until `expected` completions have arrived; 0 if all succeeded.
 static int wait_for(struct bench* b, int expected) {
-  struct ibv_wc wc[2];
+  struct ibv_wc wc[2 * kBatch];
   uint64_t spins = 0;
   int failed = 0;
   while (expected > 0) {
@@ -194,94 +204,211 @@ static int wait_for(struct bench* b, int expected) {
   return failed;
 }
 
-// One signaled 8-byte RDMA write from the first half of the buffer into the second, waited for.
-static int write_once(struct bench* b) {
-  struct ibv_sge sge = {.addr = (uintptr_t)b->buffer, .length = kMessageSize, .lkey = b->mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = b->next_wr_id++,
-                           .sg_list = &sge,
-                           .num_sge = 1,
-                           .opcode = IBV_WR_RDMA_WRITE,
-                           .send_flags = b->send_flags};
-  wr.wr.rdma.remote_addr = (uintptr_t)(b->buffer + kHalf);
-  wr.wr.rdma.rkey = b->mr->rkey;
+// The send-queue request of `op` under a fresh wr_id, its element in `sge`: an 8-byte signaled
+// write from the first half of the buffer into the second, a send from the first half, a read
+// of the first half into the second, a fetch-and-add of 1 or a compare-and-swap (0 with 0) on
+// the word at kWord, its old value landing at kResult. Sends and writes go inline when granted.
+static inline __attribute__((always_inline)) void make_send(struct bench* b, enum op op,
+                                                            struct ibv_send_wr* wr,
+                                                            struct ibv_sge* sge) {
+  const int atomic = op == kFetchAdd || op == kCompareSwap;
+  const size_t local = op == kRead ? kHalf : atomic ? kResult : 0;
+  *sge = (struct ibv_sge){
+      .addr = (uintptr_t)(b->buffer + local), .length = kMessageSize, .lkey = b->mr->lkey};
+  *wr = (struct ibv_send_wr){.wr_id = b->next_wr_id++, .sg_list = sge, .num_sge = 1};
+  switch (op) {
+    case kWrite:
+      wr->opcode = IBV_WR_RDMA_WRITE;
+      wr->send_flags = b->send_flags;
+      wr->wr.rdma.remote_addr = (uintptr_t)(b->buffer + kHalf);
+      wr->wr.rdma.rkey = b->mr->rkey;
+      break;
+    case kSend:
+      wr->opcode = IBV_WR_SEND;
+      wr->send_flags = b->send_flags;
+      break;
+    case kRead:
+      wr->opcode = IBV_WR_RDMA_READ;
+      wr->send_flags = IBV_SEND_SIGNALED;
+      wr->wr.rdma.remote_addr = (uintptr_t)b->buffer;
+      wr->wr.rdma.rkey = b->mr->rkey;
+      break;
+    case kFetchAdd:
+    case kCompareSwap:
+      wr->opcode = op == kFetchAdd ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
+      wr->send_flags = IBV_SEND_SIGNALED;
+      wr->wr.atomic.remote_addr = (uintptr_t)(b->buffer + kWord);
+      wr->wr.atomic.rkey = b->mr->rkey;
+      wr->wr.atomic.compare_add = op == kFetchAdd ? 1 : 0;
+      wr->wr.atomic.swap = 0;
+      break;
+  }
+}
+
+// One request of `op` (a send: a receive into the second half first), waited for.
+static inline __attribute__((always_inline)) int once(struct bench* b, enum op op) {
+  if (op == kSend) {
+    struct ibv_sge into = {
+        .addr = (uintptr_t)(b->buffer + kHalf), .length = kMessageSize, .lkey = b->mr->lkey};
+    struct ibv_recv_wr receive = {.wr_id = b->next_wr_id++, .sg_list = &into, .num_sge = 1};
+    struct ibv_recv_wr* bad_receive = NULL;
+    if (ibv_post_recv(b->qp, &receive, &bad_receive) != 0) return 1;
+  }
+  struct ibv_sge sge;
+  struct ibv_send_wr wr;
+  make_send(b, op, &wr, &sge);
   struct ibv_send_wr* bad = NULL;
   if (ibv_post_send(b->qp, &wr, &bad) != 0) return 1;
-  return wait_for(b, 1);
+  return wait_for(b, op == kSend ? 2 : 1);
 }
 
-// One receive into the second half, one signaled 8-byte send from the first, both waited for.
-static int send_once(struct bench* b) {
-  struct ibv_sge into = {
-      .addr = (uintptr_t)(b->buffer + kHalf), .length = kMessageSize, .lkey = b->mr->lkey};
-  struct ibv_recv_wr receive = {.wr_id = b->next_wr_id++, .sg_list = &into, .num_sge = 1};
-  struct ibv_recv_wr* bad_receive = NULL;
-  if (ibv_post_recv(b->qp, &receive, &bad_receive) != 0) return 1;
-  struct ibv_sge from = {.addr = (uintptr_t)b->buffer, .length = kMessageSize, .lkey = b->mr->lkey};
-  struct ibv_send_wr send = {.wr_id = b->next_wr_id++,
-                             .sg_list = &from,
-                             .num_sge = 1,
-                             .opcode = IBV_WR_SEND,
-                             .send_flags = b->send_flags};
-  struct ibv_send_wr* bad_send = NULL;
-  if (ibv_post_send(b->qp, &send, &bad_send) != 0) return 1;
-  return wait_for(b, 2);
+// 16 requests of `op` linked in one ibv_post_send (a send: 16 receives linked in one
+// ibv_post_recv first), then polled until all have completed: the raw form of a scope that posts
+// 16 requests.
+static inline __attribute__((always_inline)) int batch(struct bench* b, enum op op) {
+  if (op == kSend) {
+    struct ibv_sge into[kBatch];
+    struct ibv_recv_wr receives[kBatch];
+    for (int i = 0; i < kBatch; ++i) {
+      into[i] = (struct ibv_sge){
+          .addr = (uintptr_t)(b->buffer + kHalf), .length = kMessageSize, .lkey = b->mr->lkey};
+      receives[i] = (struct ibv_recv_wr){.wr_id = b->next_wr_id++,
+                                         .next = i + 1 < kBatch ? &receives[i + 1] : NULL,
+                                         .sg_list = &into[i],
+                                         .num_sge = 1};
+    }
+    struct ibv_recv_wr* bad_receive = NULL;
+    if (ibv_post_recv(b->qp, receives, &bad_receive) != 0) return 1;
+  }
+  struct ibv_sge sges[kBatch];
+  struct ibv_send_wr wrs[kBatch];
+  for (int i = 0; i < kBatch; ++i) {
+    make_send(b, op, &wrs[i], &sges[i]);
+    wrs[i].next = i + 1 < kBatch ? &wrs[i + 1] : NULL;
+  }
+  struct ibv_send_wr* bad = NULL;
+  if (ibv_post_send(b->qp, wrs, &bad) != 0) return 1;
+  return wait_for(b, op == kSend ? 2 * kBatch : kBatch);
 }
 
-// The measured loops. bench/hot_path/run has callgrind start a fresh count on entering
-// measured_* and write it out on entering end_of_measurement, so that set-up, warm-up and
-// what follows are not counted.
-__attribute__((noinline)) int measured_write(struct bench* b, long iterations);
-__attribute__((noinline)) int measured_send(struct bench* b, long iterations);
+static inline __attribute__((always_inline)) int iterate(struct bench* b, enum op op, int batched,
+                                                         long iterations) {
+  for (long i = 0; i < iterations; ++i) {
+    if ((batched ? batch(b, op) : once(b, op)) != 0) return 1;
+  }
+  return 0;
+}
+
+// The measured loops, one per variant, each with the operation as a constant (so that the
+// request is built as the hand-written loop for that operation alone would build it).
+// bench/hot_path/lib.sh has callgrind start a fresh count on entering measured_* and write it
+// out on entering end_of_measurement, so that set-up, warm-up and what follows are not counted.
+typedef int (*loop_function)(struct bench* b, long iterations);
+#define LOOPS(NAME, OP)                                                                       \
+  __attribute__((noinline)) int measured_##NAME(struct bench* b, long iterations);            \
+  __attribute__((noinline)) int measured_##NAME(struct bench* b, long iterations) {           \
+    return iterate(b, OP, 0, iterations);                                                     \
+  }                                                                                           \
+  __attribute__((noinline)) int measured_##NAME##_batch16(struct bench* b, long iterations);  \
+  __attribute__((noinline)) int measured_##NAME##_batch16(struct bench* b, long iterations) { \
+    return iterate(b, OP, 1, iterations);                                                     \
+  }                                                                                           \
+  static int warm_up_##NAME(struct bench* b, long iterations) {                               \
+    return iterate(b, OP, 0, iterations);                                                     \
+  }                                                                                           \
+  static int warm_up_##NAME##_batch16(struct bench* b, long iterations) {                     \
+    return iterate(b, OP, 1, iterations);                                                     \
+  }
+LOOPS(write, kWrite)
+LOOPS(send, kSend)
+LOOPS(read, kRead)
+LOOPS(fetch_add, kFetchAdd)
+LOOPS(compare_swap, kCompareSwap)
+#undef LOOPS
+
+// [op][batched]
+static const loop_function kMeasured[kOps][2] = {
+    {measured_write, measured_write_batch16},
+    {measured_send, measured_send_batch16},
+    {measured_read, measured_read_batch16},
+    {measured_fetch_add, measured_fetch_add_batch16},
+    {measured_compare_swap, measured_compare_swap_batch16},
+};
+static const loop_function kWarmUpLoops[kOps][2] = {
+    {warm_up_write, warm_up_write_batch16},
+    {warm_up_send, warm_up_send_batch16},
+    {warm_up_read, warm_up_read_batch16},
+    {warm_up_fetch_add, warm_up_fetch_add_batch16},
+    {warm_up_compare_swap, warm_up_compare_swap_batch16},
+};
+
 __attribute__((noinline)) void end_of_measurement(void);
-
 static volatile int measurement_ended;
 __attribute__((noinline)) void end_of_measurement(void) { measurement_ended = 1; }
 
-__attribute__((noinline)) int measured_write(struct bench* b, long iterations) {
-  for (long i = 0; i < iterations; ++i) {
-    if (write_once(b) != 0) return 1;
+// Parses VARIANT (OP or OP-batch16); 0 if it names one.
+static int parse_variant(const char* text, enum op* op, int* batched) {
+  static const char kSuffix[] = "-batch16";
+  const size_t length = strlen(text);
+  const size_t suffix = sizeof kSuffix - 1;
+  *batched = length > suffix && strcmp(text + length - suffix, kSuffix) == 0;
+  const size_t name = *batched ? length - suffix : length;
+  for (int i = 0; i < kOps; ++i) {
+    if (strlen(kOpNames[i]) == name && strncmp(text, kOpNames[i], name) == 0) {
+      *op = (enum op)i;
+      return 0;
+    }
   }
-  return 0;
-}
-
-__attribute__((noinline)) int measured_send(struct bench* b, long iterations) {
-  for (long i = 0; i < iterations; ++i) {
-    if (send_once(b) != 0) return 1;
-  }
-  return 0;
+  return 1;
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (strcmp(argv[1], "write") != 0 && strcmp(argv[1], "send") != 0)) {
-    fprintf(stderr, "usage: hot_path_raw {write|send} ITERATIONS\n");
+  enum op ops[64];
+  int batched[64];
+  const int variants = argc - 2;
+  int usage = argc < 3 || variants > 64;
+  for (int i = 0; i < variants && !usage; ++i) {
+    usage = parse_variant(argv[i + 2], &ops[i], &batched[i]);
+  }
+  if (usage) {
+    fprintf(stderr,
+            "usage: hot_path_raw REQUESTS VARIANT [VARIANT...]\n"
+            "  VARIANT: OP or OP-batch16, OP one of write send read fetch_add compare_swap\n");
     return 2;
   }
-  const int is_write = strcmp(argv[1], "write") == 0;
-  const long iterations = strtol(argv[2], NULL, 10);
-  if (iterations <= 0) return fail("ITERATIONS must be positive");
+  const long requests = strtol(argv[1], NULL, 10);
+  if (requests <= 0) return fail("REQUESTS must be positive");
 
   struct bench b;
   memset(&b, 0, sizeof b);
   int status = set_up(&b);
-  if (status == 0) {
-    memset(b.buffer, 0x5a, kMessageSize);
+  if (status == 0) memset(b.buffer, 0x5a, kMessageSize);
+  for (int v = 0; v < variants && status == 0; ++v) {
     // Warm-up, not counted: first touches of the queues and the code.
-    for (int i = 0; i < kWarmUp && status == 0; ++i)
-      status = is_write ? write_once(&b) : send_once(&b);
+    // Whole iterations: a batch of 16 runs ceil(requests / 16) of them.
+    const long per = batched[v] ? kBatch : 1;
+    const long iterations = (requests + per - 1) / per;
+    status = kWarmUpLoops[ops[v]][batched[v]](&b, (kWarmUp + per - 1) / per);
     b.polls = 0;
     if (status == 0) {
-      status = is_write ? measured_write(&b, iterations) : measured_send(&b, iterations);
+      status = kMeasured[ops[v]][batched[v]](&b, iterations);
       end_of_measurement();
     }
     if (status != 0) {
       fail("a work request failed or did not complete");
-    } else if (memcmp(b.buffer, b.buffer + kHalf, kMessageSize) != 0) {
-      status = fail("the data did not arrive");
     } else {
-      printf("raw %s iterations %ld polls_per_iteration %.3f inline %s\n", argv[1], iterations,
-             (double)b.polls / (double)iterations,
-             (b.send_flags & IBV_SEND_INLINE) != 0 ? "yes" : "no");
+      const int inline_op = ops[v] == kWrite || ops[v] == kSend;
+      printf(
+          "raw %s%s requests %ld requests_per_iteration %ld polls_per_iteration %.3f inline %s\n",
+          kOpNames[ops[v]], batched[v] ? "-batch16" : "", iterations * per, per,
+          (double)b.polls / (double)iterations,
+          !inline_op                              ? "-"
+          : (b.send_flags & IBV_SEND_INLINE) != 0 ? "yes"
+                                                  : "no");
     }
+  }
+  if (status == 0 && memcmp(b.buffer, b.buffer + kHalf, kMessageSize) != 0) {
+    status = fail("the data did not arrive");
   }
   // Leave without tearing down when it went well (nothing after the measurement matters).
   fflush(stdout);

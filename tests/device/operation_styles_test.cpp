@@ -125,7 +125,7 @@ class OperationStyles : public ::testing::TestWithParam<Style> {
   RemoteMemoryRegion remote(std::uint32_t rank, std::size_t offset, std::size_t length) const {
     return regions.at(rank).remote().sub_region(offset, length);
   }
-  bool same(std::span<const std::byte> x, std::span<const std::byte> y) {
+  static bool same(std::span<const std::byte> x, std::span<const std::byte> y) {
     return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size()) == 0;
   }
   std::uint64_t word(std::uint32_t rank, std::size_t offset) {
