@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "channel/channel_core.hpp"
@@ -89,14 +90,14 @@ namespace detail {
 
 PendingWork& ScopeWork::keep(PendingWork work, std::optional<std::uint32_t> peer) {
   if (inline_count_ < kInline) {
-    return inline_[inline_count_++].emplace(Kept{std::move(work), peer}).work;
+    return std::construct_at(&inline_[inline_count_++].kept, Kept{std::move(work), peer})->work;
   }
   if (!spilled_) spilled_ = std::make_unique<std::deque<Kept>>();
   return spilled_->emplace_back(Kept{std::move(work), peer}).work;
 }
 
 void ScopeWork::clear() noexcept {
-  for (std::size_t i = 0; i < inline_count_; ++i) inline_[i].reset();
+  for (std::size_t i = 0; i < inline_count_; ++i) std::destroy_at(&inline_[i].kept);
   inline_count_ = 0;
   spilled_.reset();
 }

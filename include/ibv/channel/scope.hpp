@@ -119,7 +119,7 @@ class ScopeWork {
   /// Calls `visit(kept)` for every request kept, in posting order.
   template <typename Visit>
   void for_each(Visit&& visit) {
-    for (std::size_t i = 0; i < inline_count_; ++i) visit(*inline_[i]);
+    for (std::size_t i = 0; i < inline_count_; ++i) visit(inline_[i].kept);
     if (spilled_) {
       for (auto& kept : *spilled_) visit(kept);
     }
@@ -131,7 +131,18 @@ class ScopeWork {
   // nothing), the rest in a deque made when needed: references to either stay valid as more
   // are kept.
   static constexpr std::size_t kInline = 16;
-  std::array<std::optional<Kept>, kInline> inline_;
+  /// Storage for one Kept, constructed by keep() and destroyed by clear(): slots not in use
+  /// cost nothing when a scope begins or ends.
+  union InlineSlot {
+    InlineSlot() noexcept {}  // NOLINT(modernize-use-equals-default): leaves `kept` unmade
+    ~InlineSlot() {}          // NOLINT(modernize-use-equals-default): clear() destroys it
+    InlineSlot(const InlineSlot&) = delete;
+    InlineSlot& operator=(const InlineSlot&) = delete;
+    InlineSlot(InlineSlot&&) = delete;
+    InlineSlot& operator=(InlineSlot&&) = delete;
+    Kept kept;
+  };
+  std::array<InlineSlot, kInline> inline_;
   std::size_t inline_count_ = 0;
   std::unique_ptr<std::deque<Kept>> spilled_;
 };
