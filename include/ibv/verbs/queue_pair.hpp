@@ -279,7 +279,7 @@ class QueuePair {
     return core_->srq ? &*core_->srq : nullptr;
   }
   /// Moves the queue pair to the error state (ibv_modify_qp to IBV_QPS_ERR): the device
-  /// completes every outstanding request with a flush error (wr_flush_error) and touches none
+  /// completes every outstanding request as WorkStatus::work_request_flushed and touches none
   /// of their buffers afterwards. There is no way back to RTS. Throws ibv::Error when the verb
   /// fails.
   void move_to_error() const;
