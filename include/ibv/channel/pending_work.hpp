@@ -36,7 +36,7 @@ class ScopeWork;
 /// handles: none is lost, none is delivered twice.
 class [[nodiscard]] PendingWork {
  public:
-  /// Made by Channel::post_*; not meant to be built directly.
+  /// Made by Channel::post (and the named post_* calls); not meant to be built directly.
   PendingWork(std::shared_ptr<detail::ChannelCore> core, std::uint64_t wr_id) noexcept;
 
   PendingWork(PendingWork&& other) noexcept;
