@@ -93,6 +93,35 @@ std::optional<std::int64_t> retire(Lane& lane, std::uint64_t& total_retired) {
   return now;
 }
 
+/// The clients' stall check, every 1024 passes of their loop: throws when nothing completed for
+/// the session's timeout (`done` of `total` requests so far), else keeps the server informed.
+void watch_progress(Session& session, std::uint32_t& spins, std::int64_t last_progress,
+                    std::uint64_t done, std::size_t total, std::uint64_t size,
+                    Heartbeat& heartbeat) {
+  if ((++spins & 0x3ffU) != 0) return;
+  const std::int64_t now = now_ns();
+  if (now - last_progress > session.timeout_ns()) {
+    throw ToolError(ExitCode::run_failed,
+                    "no completion for " + std::to_string(session.options.timeout.count()) +
+                        " s after " + std::to_string(done) + " of " + std::to_string(total) +
+                        " requests of " + std::to_string(size) + " bytes (is the server alive?)");
+  }
+  heartbeat.beat(now);
+}
+
+/// The end of a client's run: the statistics, sent to the server and returned.
+BwResult send_result(Session& session, std::uint64_t size, std::size_t total,
+                     const std::vector<std::int64_t>& posted,
+                     const std::vector<CompletionMark>& marks) {
+  // The peak takes a while for many iterations: tell a waiting server that this side lives.
+  session.connection.send(MessageType::heartbeat);
+  const BwResult result{
+      size, total,
+      bandwidth_statistics(posted, marks, size, session.options.iterations <= kPeakIterationLimit)};
+  session.connection.send(MessageType::result, encode_result(result));
+  return result;
+}
+
 template <Verb V>
 BwResult client_loop(Session& session, std::uint64_t size) {
   const auto& options = session.options;
@@ -134,27 +163,12 @@ BwResult client_loop(Session& session, std::uint64_t size) {
         marks.push_back({completed >= total - 1 ? total - 1 : completed - 1, *now});
         last_progress = *now;
       }
-      if ((++spins & 0x3ffU) == 0) {
-        const std::int64_t now = now_ns();
-        if (now - last_progress > session.timeout_ns()) {
-          throw ToolError(ExitCode::run_failed,
-                          "no completion for " + std::to_string(options.timeout.count()) +
-                              " s after " + std::to_string(total_retired) + " of " +
-                              std::to_string(total) + " requests of " + std::to_string(size) +
-                              " bytes (is the server alive?)");
-        }
-        heartbeat.beat(now);
-      }
+      watch_progress(session, spins, last_progress, total_retired, total, size, heartbeat);
     }
   } catch (const std::exception& error) {
     abort_run(error.what());
   }
-  // The peak takes a while for many iterations: tell a waiting server that this side lives.
-  session.connection.send(MessageType::heartbeat);
-  const BwResult result{
-      size, total, bandwidth_statistics(posted, marks, size, iterations <= kPeakIterationLimit)};
-  session.connection.send(MessageType::result, encode_result(result));
-  return result;
+  return send_result(session, size, total, posted, marks);
 }
 
 /// -l: one queue pair's post list, built once per size and posted as it is every time (perftest
@@ -242,26 +256,12 @@ BwResult client_list_loop(Session& session, std::uint64_t size) {
         }
         last_progress = now;
       }
-      if ((++spins & 0x3ffU) == 0) {
-        const std::int64_t now = now_ns();
-        if (now - last_progress > session.timeout_ns()) {
-          throw ToolError(ExitCode::run_failed,
-                          "no completion for " + std::to_string(options.timeout.count()) +
-                              " s after " + std::to_string(total_completed) + " of " +
-                              std::to_string(total) + " requests of " + std::to_string(size) +
-                              " bytes (is the server alive?)");
-        }
-        heartbeat.beat(now);
-      }
+      watch_progress(session, spins, last_progress, total_completed, total, size, heartbeat);
     }
   } catch (const std::exception& error) {
     abort_run(error.what());
   }
-  session.connection.send(MessageType::heartbeat);
-  const BwResult result{
-      size, total, bandwidth_statistics(posted, marks, size, iterations <= kPeakIterationLimit)};
-  session.connection.send(MessageType::result, encode_result(result));
-  return result;
+  return send_result(session, size, total, posted, marks);
 }
 
 /// The server of a send test: keeps rx-depth receives posted per queue pair, reposts while
