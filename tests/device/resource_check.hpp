@@ -31,10 +31,13 @@ using ResourceCounts = std::map<std::pair<std::string, std::string>, long long>;
 inline constexpr std::array<const char*, 7> kResourceKinds{"pd",  "cq",  "qp",   "mr",
                                                            "srq", "ctx", "cm_id"};
 
-/// What `command` prints on stdout and stderr, or nullopt if it can not be started.
-/// Every process's (and the kernel's) objects per device and kind, as `rdma -j resource show`
-/// sums them up: one quick look, or nullopt (with `why`) if it can not be read.
+/// Every process's (and the kernel's) objects per device and kind, as `rdma resource show` sums
+/// them up, read from RDMA netlink: one quick look, or nullopt (with `why`) if it can not be read.
 std::optional<ResourceCounts> total_resource_counts(std::string& why);
+
+/// The same totals as `rdma -j resource show` prints them (it starts the tool: slower), to test
+/// total_resource_counts against.
+std::optional<ResourceCounts> tool_resource_counts(std::string& why);
 
 /// This process's objects as `rdma -j resource show KIND` lists them (only those it owns:
 /// kernel objects and other processes' do not count), or nullopt (with `why`) if they can not

@@ -58,6 +58,24 @@ TEST_F(Setup, MoveAssigningARegionDeregistersItBeforeReleasingItsProtectionDomai
   EXPECT_EQ(count(*after, "mr"), count(*before, "mr") + 1);
 }
 
+// The leak check after every test reads the totals from RDMA netlink itself: they must be what
+// the `rdma` tool says, and must move when an object is made.
+TEST_F(Setup, TheLeakChecksNetlinkTotalsAgreeWithTheRdmaToolAndCountNewObjects) {
+  std::string why;
+  const auto before = total_resource_counts(why);
+  ASSERT_TRUE(before) << why;
+  const auto tool = tool_resource_counts(why);
+  ASSERT_TRUE(tool) << why;
+  EXPECT_EQ(*before, *tool);
+  const std::string device = context.name();
+  ASSERT_TRUE(before->contains({device, "pd"})) << "no pd count for " << device;
+  const ProtectionDomain extra(context);
+  const auto after = total_resource_counts(why);
+  ASSERT_TRUE(after) << why;
+  EXPECT_EQ(after->at({device, "pd"}), before->at({device, "pd"}) + 1);
+  EXPECT_EQ(after->at({device, "qp"}), before->at({device, "qp"}));
+}
+
 TEST_F(Setup, RemoteAccessibleRegistrationGivesItsRemoteForm) {
   std::vector<std::byte> buffer(8192);
   const auto mr =
