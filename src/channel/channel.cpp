@@ -22,113 +22,130 @@ std::string milliseconds(std::chrono::nanoseconds duration) {
 
 ChannelBuilder::ChannelBuilder(ProtectionDomain pd) : pd_(std::move(pd)) {}
 
+ChannelBuilder& ChannelBuilder::settings(const ChannelSettings& settings) {
+  settings_ = settings;
+  return *this;
+}
+
 ChannelBuilder& ChannelBuilder::queue_pair(const QueuePairSettings& settings) noexcept {
-  qp_ = settings;
+  settings_.queue_pair = settings;
   return *this;
 }
 
 ChannelBuilder& ChannelBuilder::timeouts(const ChannelTimeouts& timeouts) noexcept {
-  timeouts_ = timeouts;
+  settings_.timeouts = timeouts;
   return *this;
 }
 
 ChannelBuilder& ChannelBuilder::completion_queue_size(int entries) noexcept {
-  cq_size_ = entries;
+  settings_.completion_queue_size = entries;
   return *this;
 }
 
 ChannelBuilder& ChannelBuilder::wait_mode(const WaitMode& mode) noexcept {
-  wait_ = mode;
+  settings_.wait_mode = mode;
   return *this;
 }
 
 ChannelBuilder& ChannelBuilder::completion_channel(const CompletionChannel& channel) {
-  channel_ = channel;
+  settings_.completion_channel = channel;
   return *this;
 }
 
 ChannelBuilder& ChannelBuilder::shared_receive_queue(SharedReceiveQueue srq) noexcept {
-  srq_ = std::move(srq);
-  pool_.reset();
+  settings_.shared_receive_queue = std::move(srq);
+  settings_.shared_receive_pool.reset();
   return *this;
 }
 
 ChannelBuilder& ChannelBuilder::shared_receive_pool(SharedReceivePool pool) noexcept {
-  srq_ = pool.queue();
-  pool_ = std::move(pool);
+  settings_.shared_receive_queue.reset();
+  settings_.shared_receive_pool = std::move(pool);
   return *this;
 }
 
 PreparedChannel ChannelBuilder::build() const {
   constexpr std::string_view kOperation = "ChannelBuilder::build";
-  if (timeouts_.operation.count() <= 0) {
+  const auto& timeouts = settings_.timeouts;
+  const auto& wait = settings_.wait_mode;
+  const auto& qp_settings = settings_.queue_pair;
+  const auto& cq_size = settings_.completion_queue_size;
+  const auto& given_channel = settings_.completion_channel;
+  const auto& pool = settings_.shared_receive_pool;
+  if (settings_.shared_receive_queue && pool) {
+    throw_invalid_argument(kOperation, "shared_receive_queue and shared_receive_pool",
+                           "are both set: set one (a pool brings its own shared receive queue)");
+  }
+  const std::optional<SharedReceiveQueue> srq =
+      pool ? std::optional(pool->queue()) : settings_.shared_receive_queue;
+  if (timeouts.operation.count() <= 0) {
     throw_invalid_argument(
-        kOperation, "timeouts.operation " + std::to_string(timeouts_.operation.count()) + " ms",
+        kOperation, "timeouts.operation " + std::to_string(timeouts.operation.count()) + " ms",
         "is not positive");
   }
-  if (timeouts_.drop.count() <= 0) {
+  if (timeouts.drop.count() <= 0) {
     throw_invalid_argument(kOperation,
-                           "timeouts.drop " + std::to_string(timeouts_.drop.count()) + " ms",
+                           "timeouts.drop " + std::to_string(timeouts.drop.count()) + " ms",
                            "is not positive");
   }
-  switch (wait_.strategy) {
+  switch (wait.strategy) {
     case WaitStrategy::spin:
     case WaitStrategy::block: break;
     case WaitStrategy::spin_then_block:
-      if (wait_.spin_for.count() <= 0) {
+      if (wait.spin_for.count() <= 0) {
         throw_invalid_argument(
-            kOperation, "wait_mode.spin_for " + std::to_string(wait_.spin_for.count()) + " us",
+            kOperation, "wait_mode.spin_for " + std::to_string(wait.spin_for.count()) + " us",
             "is not positive (spin_then_block spins that long before it sleeps)");
       }
       break;
     default:
       throw_invalid_argument(
-          kOperation, "wait_mode.strategy " + std::to_string(static_cast<unsigned>(wait_.strategy)),
+          kOperation, "wait_mode.strategy " + std::to_string(static_cast<unsigned>(wait.strategy)),
           "is not a WaitStrategy");
   }
   // Every queue pair setting is checked against the device before anything is created.
   const Context& context = pd_.context();
-  if (channel_ && channel_->context().native() != context.native()) {
+  if (given_channel && given_channel->context().native() != context.native()) {
     throw_invalid_argument(
         kOperation, "completion_channel",
         "is on another device context than the protection domain (" + context.name() + ")");
   }
-  const auto resolved = detail::resolve_queue_pair(context, qp_, kOperation);
-  if (srq_ && srq_->protection_domain().context().native() != context.native()) {
+  const auto resolved = detail::resolve_queue_pair(context, qp_settings, kOperation);
+  if (srq && srq->protection_domain().context().native() != context.native()) {
     throw_invalid_argument(kOperation, "shared_receive_queue",
                            "belongs to another device than the protection domain");
   }
   // One CQ for both queues, with room for every request that can be in flight at once (on a
   // shared receive queue: every receive posted there may complete on this channel).
-  const std::uint64_t receives = srq_ ? srq_->max_wr() : qp_.max_recv_wr.value();
-  const std::string receive_name = srq_ ? "the shared receive queue's max_wr" : "max_recv_wr";
-  const auto entries = std::uint64_t{qp_.max_send_wr.value()} + receives;
-  if (cq_size_ && std::cmp_less(*cq_size_, entries)) {
-    throw_invalid_argument(kOperation, "completion_queue_size " + std::to_string(*cq_size_),
+  const std::uint64_t receives = srq ? srq->max_wr() : qp_settings.max_recv_wr.value();
+  const std::string receive_name = srq ? "the shared receive queue's max_wr" : "max_recv_wr";
+  const auto entries = std::uint64_t{qp_settings.max_send_wr.value()} + receives;
+  if (cq_size && std::cmp_less(*cq_size, entries)) {
+    throw_invalid_argument(kOperation, "completion_queue_size " + std::to_string(*cq_size),
                            "is less than max_send_wr + " + receive_name + " = " +
                                std::to_string(entries) + ", so the queue could overflow");
   }
   const auto max_cqe = context.query_device().max_cqe;
-  if (cq_size_ && *cq_size_ > max_cqe) {
-    throw_invalid_argument(kOperation, "completion_queue_size " + std::to_string(*cq_size_),
+  if (cq_size && *cq_size > max_cqe) {
+    throw_invalid_argument(kOperation, "completion_queue_size " + std::to_string(*cq_size),
                            "exceeds the device's max_cqe of " + std::to_string(max_cqe));
   }
-  if (!cq_size_ && std::cmp_greater(entries, max_cqe)) {
+  if (!cq_size && std::cmp_greater(entries, max_cqe)) {
     throw_invalid_argument(kOperation,
                            "max_send_wr + " + receive_name + " = " + std::to_string(entries),
                            "exceeds the device's max_cqe of " + std::to_string(max_cqe) +
                                ": the channel's completion queue must hold both queues");
   }
-  const int cq_entries = cq_size_.value_or(static_cast<int>(entries));
-  std::optional<CompletionChannel> channel = channel_;
-  if (!channel && wait_.sleeps()) channel.emplace(context);
+  const int cq_entries = cq_size.value_or(static_cast<int>(entries));
+  std::optional<CompletionChannel> channel = given_channel;
+  if (!channel && wait.sleeps()) channel.emplace(context);
   CompletionQueue cq = channel ? CompletionQueue(context, cq_entries, *channel)
                                : CompletionQueue(context, cq_entries);
   QueuePairBuilder qp_builder(pd_, cq, cq);
   qp_builder.settings(resolved.settings);
-  if (srq_) qp_builder.shared_receive_queue(*srq_);
+  if (srq) qp_builder.shared_receive_queue(*srq);
   PreparedQueuePair qp = qp_builder.build();
-  return {std::move(qp), std::move(cq), timeouts_, wait_, pool_};
+  return {std::move(qp), std::move(cq), timeouts, wait, pool};
 }
 
 PreparedChannel::PreparedChannel(PreparedQueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts,

@@ -66,17 +66,19 @@ void check_options(const ConnectOptions& options, std::string_view operation) {
   check_positive(options.address_timeout, "address_timeout", operation);
   check_positive(options.route_timeout, "route_timeout", operation);
   check_positive(options.connect_timeout, "connect_timeout", operation);
-  check_positive(options.timeouts.operation, "timeouts.operation", operation);
-  check_positive(options.timeouts.drop, "timeouts.drop", operation);
-  if (options.queue_pair.gid_index) {
-    throw_invalid_argument(operation,
-                           "queue_pair.gid_index " + std::to_string(*options.queue_pair.gid_index),
-                           "is set, but with rdma_cm the GID comes from the address: leave it "
-                           "unset (rdma_cm picks the RoCE v2 entry of the address's netdev)");
-  }
-  if (options.completion_queue_size && *options.completion_queue_size <= 0) {
+  const ChannelSettings& channel = options.channel;
+  check_positive(channel.timeouts.operation, "channel.timeouts.operation", operation);
+  check_positive(channel.timeouts.drop, "channel.timeouts.drop", operation);
+  if (channel.queue_pair.gid_index) {
     throw_invalid_argument(
-        operation, "completion_queue_size " + std::to_string(*options.completion_queue_size),
+        operation, "channel.queue_pair.gid_index " + std::to_string(*channel.queue_pair.gid_index),
+        "is set, but with rdma_cm the GID comes from the address: leave it unset (rdma_cm picks "
+        "the RoCE v2 entry of the address's netdev)");
+  }
+  if (channel.completion_queue_size && *channel.completion_queue_size <= 0) {
+    throw_invalid_argument(
+        operation,
+        "channel.completion_queue_size " + std::to_string(*channel.completion_queue_size),
         "is not positive");
   }
 }

@@ -61,12 +61,9 @@ PreparedChannel ChannelAccess::prepare(const rdma_cm_id& id, const ConnectOption
     }
     return *options.protection_domain;
   }();
-  QueuePairSettings settings = options.queue_pair;
-  settings.port = PortNumber{id.port_num};
-  ChannelBuilder builder(std::move(pd));
-  builder.queue_pair(settings).timeouts(options.timeouts).wait_mode(options.wait_mode);
-  if (options.completion_queue_size) builder.completion_queue_size(*options.completion_queue_size);
-  return builder.build();
+  ChannelSettings settings = options.channel;
+  settings.queue_pair.port = PortNumber{id.port_num};
+  return ChannelBuilder(std::move(pd)).settings(settings).build();
 }
 
 rdma_conn_param ChannelAccess::conn_param(const PreparedChannel& prepared) {

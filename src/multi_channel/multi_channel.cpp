@@ -24,6 +24,11 @@ MultiChannelBuilder::MultiChannelBuilder(ProtectionDomain pd, std::uint32_t rank
   }
 }
 
+MultiChannelBuilder& MultiChannelBuilder::settings(const ChannelSettings& settings) {
+  channel_.settings(settings);
+  return *this;
+}
+
 MultiChannelBuilder& MultiChannelBuilder::queue_pair(const QueuePairSettings& settings) noexcept {
   channel_.queue_pair(settings);
   return *this;
@@ -76,7 +81,7 @@ PreparedMultiChannel MultiChannelBuilder::build() const {
   }
   // One completion channel for every peer's queue: one fd covers the whole MultiChannel.
   ChannelBuilder per_peer = channel_;
-  if (!per_peer.completion_channel_setting() && per_peer.wait_mode_setting().sleeps() &&
+  if (!per_peer.settings().completion_channel && per_peer.settings().wait_mode.sleeps() &&
       peers > 0) {
     per_peer.completion_channel(CompletionChannel(context));
   }
@@ -84,7 +89,7 @@ PreparedMultiChannel MultiChannelBuilder::build() const {
   for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
     if (peer != rank_) channels[peer].emplace(per_peer.build());
   }
-  return {channel_.protection_domain(), rank_, std::move(channels), channel_.timeout_settings()};
+  return {channel_.protection_domain(), rank_, std::move(channels), channel_.settings().timeouts};
 }
 
 PreparedMultiChannel::PreparedMultiChannel(ProtectionDomain pd, std::uint32_t rank,

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <string>
+#include <utility>
 
 #include "ibv/net/exchanger.hpp"
 #include "ibv/verbs/error.hpp"
@@ -25,6 +26,26 @@ NodeBuilder& NodeBuilder::barrier_algorithm(BarrierAlgorithm algorithm) noexcept
 
 NodeBuilder& NodeBuilder::barrier_timeout(std::chrono::milliseconds timeout) noexcept {
   barrier_timeout_ = timeout;
+  return *this;
+}
+
+NodeBuilder& NodeBuilder::settings(const ChannelSettings& settings) {
+  channels_.settings(settings);
+  return *this;
+}
+
+NodeBuilder& NodeBuilder::completion_queue_size(int entries) noexcept {
+  channels_.completion_queue_size(entries);
+  return *this;
+}
+
+NodeBuilder& NodeBuilder::shared_receive_queue(SharedReceiveQueue srq) noexcept {
+  channels_.shared_receive_queue(std::move(srq));
+  return *this;
+}
+
+NodeBuilder& NodeBuilder::shared_receive_pool(SharedReceivePool pool) noexcept {
+  channels_.shared_receive_pool(std::move(pool));
   return *this;
 }
 
@@ -60,7 +81,7 @@ PreparedNode NodeBuilder::build() const {
   PreparedMultiChannel channels = channels_.build();
   auto barrier =
       std::make_unique<detail::RdmaBarrier>(channels_.protection_domain(), channels_.rank(),
-                                            channels_.world_size(), channels_.wait_mode_setting());
+                                            channels_.world_size(), channels_.settings().wait_mode);
   return {std::move(channels), std::move(barrier), algorithm_, barrier_timeout_};
 }
 

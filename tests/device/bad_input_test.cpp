@@ -685,6 +685,25 @@ TEST_F(BadInputDevice, MultiChannelAndNodeBuilders) {
                     .build();
               }),
               {"barrier_timeout"}),
+      // One ChannelSettings for every builder: what a NodeBuilder is given reaches its channels.
+      rejects("net::NodeBuilder::build", "completion_queue_size", "0", creates_no_qp([&] {
+                (void)net::NodeBuilder(pd, 0, 2).completion_queue_size(0).build();
+              }),
+              {"completion_queue_size 0"}),
+      rejects("net::NodeBuilder::build", "settings.timeouts.drop", "0", creates_no_qp([&] {
+                ChannelSettings settings;
+                settings.timeouts.drop = 0ms;
+                (void)net::NodeBuilder(pd, 0, 2).settings(settings).build();
+              }),
+              {"timeouts.drop 0 ms"}),
+      rejects("ChannelBuilder::build", "shared_receive_queue and shared_receive_pool", "both",
+              creates_no_qp([&] {
+                ChannelSettings settings;
+                settings.shared_receive_pool.emplace(pd, 4, 64);
+                settings.shared_receive_queue = settings.shared_receive_pool->queue();
+                (void)ChannelBuilder(pd).settings(settings).build();
+              }),
+              {"shared_receive_queue and shared_receive_pool", "both set"}),
       rejects("net::NodeBuilder::build", "max_send_wr", "max_qp_wr + 1", creates_no_qp([&] {
                 QueuePairSettings s;
                 s.max_send_wr = QueueDepth(static_cast<std::uint32_t>(device.max_qp_wr) + 1);

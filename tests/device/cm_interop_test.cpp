@@ -33,12 +33,12 @@ constexpr std::size_t kPingSize = 64;      // rping's default
 
 ConnectOptions interop_options() {
   ConnectOptions options;
-  options.queue_pair.max_send_wr = QueueDepth(16);
-  options.queue_pair.max_recv_wr = QueueDepth(16);
+  options.channel.queue_pair.max_send_wr = QueueDepth(16);
+  options.channel.queue_pair.max_recv_wr = QueueDepth(16);
   // Their side may send before our receives are posted: the peer retries receiver-not-ready
   // (the count we send it) until they are; our timeouts bound every wait.
-  options.queue_pair.rnr_retry = RnrRetryCount::infinite();
-  options.timeouts.operation = 10s;
+  options.channel.queue_pair.rnr_retry = RnrRetryCount::infinite();
+  options.channel.timeouts.operation = 10s;
   return options;
 }
 

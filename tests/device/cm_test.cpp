@@ -42,10 +42,10 @@ ConnectOptions quick_options() {
   options.address_timeout = 1000ms;
   options.route_timeout = 1000ms;
   options.connect_timeout = 3000ms;
-  options.timeouts.operation = 5000ms;
-  options.timeouts.drop = 5000ms;
-  options.queue_pair.max_send_wr = QueueDepth(8);
-  options.queue_pair.max_recv_wr = QueueDepth(8);
+  options.channel.timeouts.operation = 5000ms;
+  options.channel.timeouts.drop = 5000ms;
+  options.channel.queue_pair.max_send_wr = QueueDepth(8);
+  options.channel.queue_pair.max_recv_wr = QueueDepth(8);
   return options;
 }
 
@@ -209,7 +209,7 @@ TEST(Cm, PeerDisconnectFailsAReceiveThatSleeps) {
   // A sleeping wait is woken by completions only; the disconnect is an rdma_cm event, which the
   // channel looks for between slices of its sleep.
   auto options = quick_options();
-  options.wait_mode = WaitMode::block();
+  options.channel.wait_mode = WaitMode::block();
   ChannelListener listener(test_ip(), 0, quick_options());
   auto pair = connect_to(listener, options);
   Channel client = std::move(pair.first);
@@ -263,7 +263,7 @@ TEST(Cm, BadInputIsRejectedBeforeAnythingIsCreated) {
   options.address_timeout = -1ms;
   expect_invalid([&] { (void)ChannelListener(test_ip(), 0, options); }, "address_timeout");
   options = quick_options();
-  options.queue_pair.gid_index = 1;
+  options.channel.queue_pair.gid_index = 1;
   expect_invalid([&] { (void)Channel::connect(test_ip(), 7471, options); }, "gid_index");
   expect_invalid([] { (void)ChannelListener("10.0.0.x", 0); }, "10.0.0.x");
   expect_invalid([] { (void)ChannelListener(test_ip(), 0, quick_options(), 0); }, "backlog 0");

@@ -81,22 +81,22 @@ TEST(CmOptions, EveryTimeoutMustBePositive) {
     }
   }
   ConnectOptions options;
-  options.timeouts.operation = 0ms;
+  options.channel.timeouts.operation = 0ms;
   EXPECT_EQ(kind_of([&] { check_options(options, "test"); }), ErrorKind::invalid_argument);
   options = {};
-  options.timeouts.drop = -1ms;
+  options.channel.timeouts.drop = -1ms;
   EXPECT_EQ(kind_of([&] { check_options(options, "test"); }), ErrorKind::invalid_argument);
   EXPECT_EQ(kind_of([] { check_positive(0ms, "timeout", "test"); }), ErrorKind::invalid_argument);
 }
 
 TEST(CmOptions, GidIndexAndCompletionQueueSize) {
   ConnectOptions options;
-  options.queue_pair.gid_index = 1;
+  options.channel.queue_pair.gid_index = 1;
   EXPECT_EQ(kind_of([&] { check_options(options, "test"); }), ErrorKind::invalid_argument);
   options = {};
-  options.completion_queue_size = 0;
+  options.channel.completion_queue_size = 0;
   EXPECT_EQ(kind_of([&] { check_options(options, "test"); }), ErrorKind::invalid_argument);
-  options.completion_queue_size = 512;
+  options.channel.completion_queue_size = 512;
   EXPECT_NO_THROW(check_options(options, "test"));
 }
 

@@ -153,10 +153,10 @@ RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uin
 ibv::ConnectOptions cm_options(const PerfOptions& options, const DeviceSetup& device,
                                const ibv::ProtectionDomain& pd) {
   ibv::ConnectOptions cm;
-  cm.queue_pair = queue_pair_settings(options, device, device.mtu);
-  cm.queue_pair.gid_index.reset();
-  cm.queue_pair.mtu.reset();
-  cm.timeouts = {.operation = options.timeout, .drop = std::chrono::seconds(1)};
+  cm.channel.queue_pair = queue_pair_settings(options, device, device.mtu);
+  cm.channel.queue_pair.gid_index.reset();
+  cm.channel.queue_pair.mtu.reset();
+  cm.channel.timeouts = {.operation = options.timeout, .drop = std::chrono::seconds(1)};
   cm.protection_domain = pd;
   cm.connect_timeout = options.timeout;
   return cm;

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "ibv/channel/channel_settings.hpp"
 #include "ibv/channel/channel_timeouts.hpp"
 #include "ibv/channel/operation.hpp"
 #include "ibv/channel/pending_work.hpp"
@@ -40,49 +41,31 @@ namespace detail {
 struct ChannelAccess;  // src/cm: builds channels whose queue pair rdma_cm connects
 }  // namespace detail
 
-/// Settings of a Channel: the queue pair's (every knob of QueuePairBuilder), the completion
-/// queue's size, the timeouts and the wait mode (with its completion channel). The completion queue
-/// holds at least max_send_wr + max_recv_wr entries, so that it can not overflow.
-///
-/// build() checks everything before it creates anything: both timeouts positive, every queue
-/// pair setting against the device (see QueuePairSettings), the completion queue size between
-/// max_send_wr + max_recv_wr and the device's max_cqe. Errors name the setting.
-///
-/// On a shared receive queue (shared_receive_queue() or shared_receive_pool()) the channel's
-/// queue pair has no receive queue of its own: max_recv_wr / max_recv_sge are ignored, the
-/// completion queue holds max_send_wr + the shared queue's max_wr entries (every posted shared
-/// receive may complete on this channel), and receives are taken with
-/// Channel::receive_shared() / receive_message() instead of being posted per channel.
+/// Builds a Channel on a protection domain from ChannelSettings (channel_settings.hpp: queue
+/// pair, timeouts, completion queue size, wait mode and completion channel, shared receive
+/// queue or pool). Each named setter sets one field of them; settings() sets or gives them
+/// all. build() checks everything before it creates anything; errors name the setting.
 class ChannelBuilder {
  public:
   explicit ChannelBuilder(ProtectionDomain pd);
 
+  /// All of them at once.
+  ChannelBuilder& settings(const ChannelSettings& settings);
   ChannelBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
   ChannelBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
-  /// Entries of the completion queue; default and minimum: max_send_wr + max_recv_wr (build()
-  /// rejects less, since the queue could then overflow).
+  /// ChannelSettings::completion_queue_size.
   ChannelBuilder& completion_queue_size(int entries) noexcept;
-  /// How the channel waits for completions (see wait_mode.hpp). Default: spin. A mode that
-  /// sleeps gets the completion channel given to completion_channel(), or a new one.
+  /// ChannelSettings::wait_mode.
   ChannelBuilder& wait_mode(const WaitMode& mode) noexcept;
-  /// Attaches the completion queue to `channel` (shared: several channels may use one, so one
-  /// fd covers them all). Also with WaitMode::spin: then the channel's own waits spin, and
-  /// completion_fd() is there for the caller's event loop.
+  /// ChannelSettings::completion_channel (also with WaitMode::spin: then the channel's own
+  /// waits spin, and completion_fd() is there for the caller's event loop).
   ChannelBuilder& completion_channel(const CompletionChannel& channel);
-  /// Takes the channel's receives from `srq`, which the caller posts to (wr_ids below 2^63:
-  /// the channel tags its own with the top bit); see Channel::receive_shared().
+  /// ChannelSettings::shared_receive_queue (and no pool).
   ChannelBuilder& shared_receive_queue(SharedReceiveQueue srq) noexcept;
-  /// Takes the channel's receives from `pool`, whose buffers the library keeps posted; see
-  /// Channel::receive_message(). Replaces shared_receive_queue().
+  /// ChannelSettings::shared_receive_pool (and no other shared receive queue).
   ChannelBuilder& shared_receive_pool(SharedReceivePool pool) noexcept;
 
-  [[nodiscard]] const QueuePairSettings& queue_pair_settings() const noexcept { return qp_; }
-  [[nodiscard]] const ChannelTimeouts& timeout_settings() const noexcept { return timeouts_; }
-  [[nodiscard]] const WaitMode& wait_mode_setting() const noexcept { return wait_; }
-  [[nodiscard]] const std::optional<CompletionChannel>& completion_channel_setting()
-      const noexcept {
-    return channel_;
-  }
+  [[nodiscard]] const ChannelSettings& settings() const noexcept { return settings_; }
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept { return pd_; }
 
   /// Creates the completion queue and the queue pair (see QueuePairBuilder::build).
@@ -90,13 +73,7 @@ class ChannelBuilder {
 
  private:
   ProtectionDomain pd_;
-  QueuePairSettings qp_;
-  ChannelTimeouts timeouts_;
-  std::optional<int> cq_size_;
-  WaitMode wait_;
-  std::optional<CompletionChannel> channel_;
-  std::optional<SharedReceiveQueue> srq_;
-  std::optional<SharedReceivePool> pool_;
+  ChannelSettings settings_;
 };
 
 /// A channel whose queue pair exists but is not connected: send endpoint() to the peer, then

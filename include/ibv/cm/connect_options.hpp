@@ -22,34 +22,27 @@
 #include <chrono>
 #include <optional>
 
-#include "ibv/channel/channel_timeouts.hpp"
-#include "ibv/channel/wait_mode.hpp"
+#include "ibv/channel/channel_settings.hpp"
 #include "ibv/verbs/protection_domain.hpp"
-#include "ibv/verbs/queue_pair.hpp"
 
 namespace ibv {
 
-/// Settings of a channel connected with rdma_cm: those of ChannelBuilder (queue pair,
-/// timeouts, completion queue size), the protection domain to use, and the timeouts of the
-/// connection set-up. Every timeout must be positive; Channel::connect and ChannelListener
-/// check them, and that gid_index is unset, before they create anything.
+/// Settings of a channel connected with rdma_cm: the channel's own (ChannelSettings, as for
+/// ChannelBuilder), the protection domain to use, and the timeouts of the connection set-up.
+/// Every timeout must be positive; Channel::connect and ChannelListener check them, and that
+/// gid_index is unset, before they create anything.
 struct ConnectOptions {
-  /// The queue pair's settings. `port` is replaced by the port the address resolves to, and
-  /// the GID index is the one rdma_cm chooses: `gid_index` must be left unset (an error
-  /// otherwise). retry_count and rnr_retry are also sent to the peer in the connection request
-  /// or reply (rdma_cm's conn_param), max_rd_atomic / max_dest_rd_atomic as initiator depth
-  /// and responder resources. Receives can be posted only once connect() / accept() has
-  /// returned: against a peer that sends as soon as it is connected, set rnr_retry to
-  /// RnrRetryCount::infinite(), so that it retries receiver-not-ready until they are posted.
-  QueuePairSettings queue_pair;
-  /// The channel's own timeouts (blocking calls, dropped handles).
-  ChannelTimeouts timeouts;
-  /// How the channel waits for completions (see ibv/channel/wait_mode.hpp). In a mode that
-  /// sleeps, the channel also looks at its rdma_cm connection every 10 ms of sleep, so a
-  /// peer's disconnect still ends a wait.
-  WaitMode wait_mode;
-  /// Completion queue entries; default max_send_wr + max_recv_wr (see ChannelBuilder).
-  std::optional<int> completion_queue_size;
+  /// The channel's settings (ChannelSettings), with these rdma_cm rules for its queue pair:
+  /// `port` is replaced by the port the address resolves to, and the GID index is the one
+  /// rdma_cm chooses: `channel.queue_pair.gid_index` must be left unset (an error otherwise).
+  /// retry_count and rnr_retry are also sent to the peer in the connection request or reply
+  /// (rdma_cm's conn_param), max_rd_atomic / max_dest_rd_atomic as initiator depth and
+  /// responder resources. Receives can be posted only once connect() / accept() has returned:
+  /// against a peer that sends as soon as it is connected, set rnr_retry to
+  /// RnrRetryCount::infinite(), so that it retries receiver-not-ready until they are posted. In
+  /// a wait mode that sleeps, the channel also looks at its rdma_cm connection every 10 ms of
+  /// sleep, so a peer's disconnect still ends a wait.
+  ChannelSettings channel;
   /// The protection domain of the channel, e.g. the one the user's memory regions are
   /// registered with, so that a server's accepted channels and its memory share one. It must
   /// be on the device the address resolves to (ibv::Error invalid_argument otherwise, naming

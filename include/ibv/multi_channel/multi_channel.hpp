@@ -44,9 +44,11 @@ class MultiChannelBuilder {
   /// Throws ibv::Error (invalid_argument) when world_size is 0 or rank is not below it.
   MultiChannelBuilder(ProtectionDomain pd, std::uint32_t rank, std::uint32_t world_size);
 
+  /// What every per-peer channel is built with (see ChannelBuilder; all at once).
+  MultiChannelBuilder& settings(const ChannelSettings& settings);
   MultiChannelBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
   MultiChannelBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
-  /// Entries of each channel's completion queue (see ChannelBuilder::completion_queue_size).
+  /// Entries of each channel's completion queue (ChannelSettings::completion_queue_size).
   MultiChannelBuilder& completion_queue_size(int entries) noexcept;
   /// How every per-peer channel waits (see wait_mode.hpp). Default: spin. With a mode that
   /// sleeps, all the per-peer completion queues share one completion channel (the one given
@@ -55,10 +57,10 @@ class MultiChannelBuilder {
   /// Attaches every per-peer completion queue to `channel` (also with WaitMode::spin: then
   /// completion_fd() is there for the caller's own event loop).
   MultiChannelBuilder& completion_channel(const CompletionChannel& channel);
-  /// Every channel takes its receives from `srq` (see ChannelBuilder::shared_receive_queue):
+  /// Every channel takes its receives from `srq` (ChannelSettings::shared_receive_queue):
   /// one queue of receives for all peers instead of one per peer.
   MultiChannelBuilder& shared_receive_queue(SharedReceiveQueue srq) noexcept;
-  /// Every channel takes its receives from `pool` (see ChannelBuilder::shared_receive_pool).
+  /// Every channel takes its receives from `pool` (ChannelSettings::shared_receive_pool).
   MultiChannelBuilder& shared_receive_pool(SharedReceivePool pool) noexcept;
 
   [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
@@ -66,9 +68,7 @@ class MultiChannelBuilder {
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept {
     return channel_.protection_domain();
   }
-  [[nodiscard]] const WaitMode& wait_mode_setting() const noexcept {
-    return channel_.wait_mode_setting();
-  }
+  [[nodiscard]] const ChannelSettings& settings() const noexcept { return channel_.settings(); }
 
   /// Creates world_size - 1 channels' queue pairs and completion queues. Throws ibv::Error
   /// (invalid_argument) before creating any when world_size - 1 exceeds the device's max_qp or

@@ -71,14 +71,25 @@ class NodeBuilder {
   NodeBuilder& barrier_algorithm(BarrierAlgorithm algorithm) noexcept;
   /// Default: 30 s. Throws at build() when not positive.
   NodeBuilder& barrier_timeout(std::chrono::milliseconds timeout) noexcept;
+  /// What every per-peer channel is built with (ChannelSettings, see ChannelBuilder), all at
+  /// once; the named setters below set one field each.
+  NodeBuilder& settings(const ChannelSettings& settings);
   NodeBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
   NodeBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
+  /// Entries of each channel's completion queue (ChannelSettings::completion_queue_size).
+  NodeBuilder& completion_queue_size(int entries) noexcept;
   /// How the per-peer channels wait, barriers included (see MultiChannelBuilder::wait_mode:
   /// with a mode that sleeps, one completion channel covers every peer).
   NodeBuilder& wait_mode(const WaitMode& mode) noexcept;
   /// Attaches every per-peer completion queue to `channel` (see
   /// MultiChannelBuilder::completion_channel).
   NodeBuilder& completion_channel(const CompletionChannel& channel);
+  /// Every channel takes its receives from `srq` (ChannelSettings::shared_receive_queue).
+  NodeBuilder& shared_receive_queue(SharedReceiveQueue srq) noexcept;
+  /// Every channel takes its receives from `pool` (ChannelSettings::shared_receive_pool).
+  NodeBuilder& shared_receive_pool(SharedReceivePool pool) noexcept;
+
+  [[nodiscard]] const ChannelSettings& settings() const noexcept { return channels_.settings(); }
 
   /// Makes the queue pairs and registers the barrier slots.
   [[nodiscard]] PreparedNode build() const;
