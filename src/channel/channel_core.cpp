@@ -73,7 +73,13 @@ ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeo
       slots_(ring_size(qp_.settings())),
       slot_mask_(slots_.size() - 1),
       send_queue_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)),
-      shared_ring_(shared_ring_size(qp_)) {
+      shared_ring_(shared_ring_size(qp_)),
+      send_list_(
+          std::min<std::size_t>(std::max<std::size_t>(send_queue_.size() / 2, 1), kListCapacity),
+          SendRequest::write(0, {}, RemoteMemoryRegion(0, 0, 0))),
+      receive_list_(
+          std::min<std::size_t>(std::max(qp_.settings().max_recv_wr.value(), 1U), kListCapacity),
+          ReceiveRequest(0, {})) {
   if (wait_mode_.sleeps() && !cq_.channel()) {
     throw_invalid_argument("Channel", "wait mode " + std::string(to_string(wait_mode_.strategy)),
                            "sleeps on a completion channel, and the completion queue has none");
@@ -139,23 +145,19 @@ void ChannelCore::watch(std::chrono::steady_clock::time_point now) noexcept {
   next_watch_ = now + std::chrono::milliseconds(1);
 }
 
-ChannelCore::Slot* ChannelCore::find(std::uint64_t wr_id) noexcept {
-  Slot& slot = slots_[wr_id & slot_mask_];
-  if (slot.state != State::free && slot.wr_id == wr_id) return &slot;
-  if (overflow_.empty()) return nullptr;
+ChannelCore::Slot* ChannelCore::find_spilled(std::uint64_t wr_id) noexcept {
   const auto it = overflow_.find(wr_id);
   return it == overflow_.end() ? nullptr : &it->second;
 }
 
-void ChannelCore::release(Slot* slot, std::uint64_t wr_id) {
-  if (slot == &slots_[wr_id & slot_mask_]) {
-    slot->state = State::free;
-  } else {
-    overflow_.erase(wr_id);
+void ChannelCore::spill(Slot& slot, std::uint64_t wr_id) {
+  // wr_ids are assigned once, in increasing order: the occupant must be an older request.
+  if (slot.wr_id >= wr_id) {
+    throw Error(ErrorKind::state, "Channel", EINVAL,
+                "wr_id " + std::to_string(wr_id) + " is already in use (by wr_id " +
+                    std::to_string(slot.wr_id) + ")",
+                "this is a bug in ibverbs-cpp: please report it");
   }
-}
-
-void ChannelCore::spill(Slot& slot) {
   // Only a request posted a whole ring of wr_ids ago is still in the slot: one that waits long
   // (a receive for a message that comes late) or whose completion nobody has taken yet.
   if (!overflow_.emplace(slot.wr_id, slot).second) {
@@ -166,38 +168,11 @@ void ChannelCore::spill(Slot& slot) {
   slot.state = State::free;
 }
 
-ChannelCore::Slot& ChannelCore::occupy(std::uint64_t wr_id, State state, bool signaled,
-                                       bool orphaned) {
-  Slot& slot = slots_[wr_id & slot_mask_];
-  if (slot.state != State::free) [[unlikely]] {
-    // wr_ids are assigned once, in increasing order: the occupant must be an older request.
-    if (slot.wr_id >= wr_id) {
-      throw Error(ErrorKind::state, "Channel", EINVAL,
-                  "wr_id " + std::to_string(wr_id) + " is already in use (by wr_id " +
-                      std::to_string(slot.wr_id) + ")",
-                  "this is a bug in ibverbs-cpp: please report it");
-    }
-    spill(slot);
-  }
-  slot.wr_id = wr_id;
-  slot.state = state;
-  slot.signaled = signaled;
-  slot.orphaned = orphaned;
-  return slot;
-}
-
 std::uint64_t ChannelCore::post_receive(std::span<const ScatterElement> into) {
   if (cancelled()) [[unlikely]]
     throw_cancelled();
-  if (shared_) [[unlikely]] {
-    throw Error(ErrorKind::state, "Channel::post_receive", EINVAL,
-                "this channel (QP " + std::to_string(qp_.qp_number()) +
-                    ") takes its receives from a shared receive queue; nothing was posted",
-                pool_ ? "messages arrive in the SharedReceivePool's buffers: take them with "
-                        "receive_message()"
-                      : "post receives to the SharedReceiveQueue and take their completions "
-                        "with receive_shared()");
-  }
+  if (shared_) [[unlikely]]
+    throw_receive_on_shared();
   const std::uint64_t id = next_wr_id_++;
   ReceiveRequest request(id, into);
   const Checked<ReceiveRequest> checked = qp_.checked(request);  // bad input throws first
@@ -208,46 +183,51 @@ std::uint64_t ChannelCore::post_receive(std::span<const ScatterElement> into) {
   return id;
 }
 
-void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned) {
-  if (send_count_ >= send_queue_.size()) [[unlikely]] {
-    // wait_for_room() keeps it below max_send_wr before every post.
-    throw Error(ErrorKind::state, "Channel::post", EINVAL,
-                "more send-queue requests in flight than max_send_wr (" +
-                    std::to_string(send_queue_.size()) + ")",
-                "this is a bug in ibverbs-cpp: please report it");
-  }
-  occupy(wr_id, State::send, signaled, orphaned);
-  std::size_t tail = send_head_ + send_count_;
-  if (tail >= send_queue_.size()) tail -= send_queue_.size();
-  send_queue_[tail] = {wr_id, signaled, opcode};
-  ++send_count_;
-  if (signaled) last_signaled_ = wr_id;
-  unsignaled_run_ = signaled ? 0 : unsignaled_run_ + 1;
+void ChannelCore::throw_receive_on_shared() const {
+  throw Error(ErrorKind::state, "Channel::post_receive", EINVAL,
+              "this channel (QP " + std::to_string(qp_.qp_number()) +
+                  ") takes its receives from a shared receive queue; nothing was posted",
+              pool_ ? "messages arrive in the SharedReceivePool's buffers: take them with "
+                      "receive_message()"
+                    : "post receives to the SharedReceiveQueue and take their completions "
+                      "with receive_shared()");
 }
 
-bool ChannelCore::must_signal() const noexcept {
-  return unsignaled_run_ + 1 >= std::max<std::uint32_t>(1, qp_.settings().max_send_wr.value() / 2);
+void ChannelCore::throw_list_cut_short(std::string_view verb, const ListPosted& result,
+                                       std::uint64_t rejected) const {
+  detail::throw_post_failure(verb, qp_.qp_number(), result.error, rejected);
 }
 
-void ChannelCore::wait_for_room(Queue queue) {
+void ChannelCore::throw_send_queue_overrun() const {
+  throw Error(ErrorKind::state, "Channel::post", EINVAL,
+              "more send-queue requests in flight than max_send_wr (" +
+                  std::to_string(send_queue_.size()) + ")",
+              "this is a bug in ibverbs-cpp: please report it");
+}
+
+void ChannelCore::wait_for_room_slowly(Queue queue, std::size_t count) {
   const bool send = queue == Queue::send;
   const std::uint32_t capacity =
       send ? qp_.settings().max_send_wr.value() : qp_.settings().max_recv_wr.value();
-  auto in_flight = [&] { return send ? send_count_ : std::size_t{in_flight_receive_}; };
-  if (in_flight() < capacity) return;
+  auto room = [&] {
+    return (send ? send_count_ : std::size_t{in_flight_receive_}) + count <= capacity;
+  };
   // A full send queue holds a signaled request (must_signal() sees to it): its completion
   // retires those before it and makes room.
   const auto deadline = Clock::now() + timeouts_.operation;
-  const bool room = wait_until(deadline, [&] {
-    if (in_flight() < capacity) return true;
+  const bool made_room = wait_until(deadline, [&] {
+    if (room()) return true;
     poll_once();
-    return in_flight() < capacity;
+    return room();
   });
-  if (!room) {
+  if (!made_room) {
     throw Error(ErrorKind::timeout, send ? "Channel::post (send queue)" : "Channel::post_receive",
                 ETIMEDOUT,
-                std::string(send ? "the send queue" : "the receive queue") + " is full (" +
-                    std::to_string(capacity) + " requests in flight) and none completed within " +
+                std::string(send ? "the send queue" : "the receive queue") +
+                    (count == 1 ? " is full (" + std::to_string(capacity) + " requests in flight)"
+                                : " has no room for " + std::to_string(count) + " more requests (" +
+                                      std::to_string(capacity) + " at most in flight)") +
+                    std::string(count == 1 ? " and none" : " and too few") + " completed within " +
                     std::to_string(timeouts_.operation.count()) + " ms",
                 send ? "the peer is not acknowledging: is it alive and connected?"
                      : "no messages arrive to complete posted receives; build the channel "
@@ -271,34 +251,17 @@ void ChannelCore::ensure_retirement(std::uint64_t wr_id) {
   track_send(flush, true, SendOpcode::rdma_write, true);
 }
 
-void ChannelCore::finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
-                         std::optional<WorkCompletion>* handoff) {
-  if (slot.state == State::receive) --in_flight_receive_;
-  if (slot.orphaned) {
-    release(&slot, wr_id);
-    if (!completion.ok()) {
-      std::fprintf(stderr, "ibverbs-cpp: Channel: orphaned request failed: %s\n",
-                   completion.to_string().c_str());
-    }
-    return;
-  }
-  if (handoff != nullptr) {
-    release(&slot, wr_id);
-    *handoff = completion;
-    return;
-  }
-  slot.state = State::arrived;
-  slot.completion = completion;
+void ChannelCore::report_orphan_failure(const WorkCompletion& completion) {
+  std::fprintf(stderr, "ibverbs-cpp: Channel: orphaned request failed: %s\n",
+               completion.to_string().c_str());
 }
 
-void ChannelCore::retire_before(std::uint64_t wr_id, std::uint32_t qp_number) {
-  // The send queue is in posting order, so in increasing wr_id order.
-  if (send_count_ == 0 || wr_id < send_queue_[send_head_].wr_id) return;  // retired already
-  if (send_queue_[send_head_].wr_id == wr_id) [[likely]] {  // the oldest: nothing before it
-    if (++send_head_ == send_queue_.size()) send_head_ = 0;
-    --send_count_;
-    return;
-  }
+void ChannelCore::report_unknown(const WorkCompletion& completion) {
+  std::fprintf(stderr, "ibverbs-cpp: Channel: completion for unknown %s\n",
+               completion.to_string().c_str());
+}
+
+void ChannelCore::retire_through(std::uint64_t wr_id, std::uint32_t qp_number) {
   while (send_count_ > 0) {
     const SendEntry entry = send_queue_[send_head_];
     if (entry.wr_id > wr_id) break;
@@ -350,32 +313,6 @@ std::optional<WorkCompletion> ChannelCore::wait_shared(std::chrono::nanoseconds 
     return completion.has_value();
   });
   return completion;
-}
-
-void ChannelCore::accept(const WorkCompletion& completion, std::uint64_t awaited,
-                         std::optional<WorkCompletion>* handoff) {
-  const std::uint64_t wr_id = completion.wr_id();
-  if (shared_ && (wr_id & kChannelTag) == 0) {
-    keep_shared(completion);  // a receive from the shared queue: not the channel's to track
-    return;
-  }
-  Slot* slot = find(wr_id);
-  if (slot == nullptr || (slot->state != State::send && slot->state != State::receive)) {
-    std::fprintf(stderr, "ibverbs-cpp: Channel: completion for unknown %s\n",
-                 completion.to_string().c_str());
-    return;
-  }
-  if (slot->state == State::send) {
-    retire_before(wr_id, completion.qp_number());  // touches other slots only
-    if (!completion.ok()) send_failed_ = true;
-  }
-  finish(*slot, wr_id, completion, wr_id == awaited ? handoff : nullptr);
-}
-
-std::size_t ChannelCore::poll_once(std::uint64_t awaited, std::optional<WorkCompletion>* handoff) {
-  const auto polled = cq_.poll(batch_);
-  for (const auto& completion : polled) accept(completion, awaited, handoff);
-  return polled.size();
 }
 
 std::optional<WorkCompletion> ChannelCore::try_take(std::uint64_t wr_id, bool& tracked) {

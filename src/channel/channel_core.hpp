@@ -10,11 +10,13 @@
 // in posting order for receive_shared() / receive_message() (the shared ring).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -62,7 +64,7 @@ class ConnectionMonitor {
   virtual void disconnect() noexcept = 0;
 };
 
-class ChannelCore {
+class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
  public:
   /// The bit set in every wr_id of a channel on a shared receive queue, telling its own
   /// requests from the queue's receives (whose wr_ids must leave it clear).
@@ -103,6 +105,82 @@ class ChannelCore {
   }
   /// Posts a receive into `into` under a fresh wr_id. Returns the wr_id.
   std::uint64_t post_receive(std::span<const ScatterElement> into);
+
+  /// Posts `requests` under fresh consecutive wr_ids as linked lists: one doorbell for as many
+  /// as the send queue has room for (all of them when it has room). Every request is checked
+  /// before any is posted (bad input throws and posts nothing); `posted(wr_id)` is called for
+  /// each request once it is posted and tracked, in order, so that a failure afterwards (the
+  /// send queue stayed full, the device refused one) throws with every posted request known.
+  template <typename Posted>
+  void post_send_list(std::span<SendRequest> requests, PostOptions options, Posted&& posted) {
+    if (cancelled()) [[unlikely]]
+      throw_cancelled();
+    std::uint32_t run = unsignaled_run_;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      SendRequest& request = requests[i];
+      request.native().wr_id = next_wr_id_ + i;
+      apply_inline(request, options.inline_data, max_inline_data_);
+      const bool signaled = options.signaled || must_signal(run);
+      if (!signaled) request.unsignaled();
+      run = signaled ? 0 : run + 1;
+    }
+    const CheckedList<SendRequest> checked = qp_.checked(requests);  // bad input throws here
+    next_wr_id_ += requests.size();
+    // Half the queue: the unsignaled requests at the end of a part (fewer than half the queue,
+    // see must_signal) may stay in it until a later signaled one, so a whole queue's worth of
+    // room might never come.
+    const std::size_t chunk = std::max<std::size_t>(send_queue_.size() / 2, 1);
+    for (std::size_t done = 0; done < requests.size();) {
+      const auto part = checked.part(done, std::min(chunk, requests.size() - done));
+      wait_for_room(Queue::send, part.size());
+      const ListPosted result = qp_.post(part);
+      for (std::size_t i = 0; i < result.posted; ++i) {
+        const SendRequest& request = part.requests()[i];
+        track_send(request.wr_id(), request.is_signaled(), request.opcode(), false);
+        if (request.is_inline()) ++inline_posts_;
+        posted(request.wr_id());
+      }
+      if (result.error != 0) [[unlikely]]
+        throw_list_cut_short("ibv_post_send", result, part.requests()[result.posted].wr_id());
+      done += part.size();
+    }
+  }
+  /// Posts a receive into each of `into` (receives into[i]) as linked lists, one doorbell for
+  /// as many as the receive queue has room for; checked, tracked and reported to `posted` as
+  /// post_send_list() does.
+  template <typename Posted>
+  void post_receive_list(std::span<ReceiveRequest> requests, Posted&& posted) {
+    if (cancelled()) [[unlikely]]
+      throw_cancelled();
+    if (shared_) [[unlikely]]
+      throw_receive_on_shared();
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      requests[i].native().wr_id = next_wr_id_ + i;
+    }
+    const CheckedList<ReceiveRequest> checked = qp_.checked(requests);
+    next_wr_id_ += requests.size();
+    const std::size_t chunk = std::max<std::size_t>(qp_.settings().max_recv_wr.value(), 1);
+    for (std::size_t done = 0; done < requests.size();) {
+      const auto part = checked.part(done, std::min(chunk, requests.size() - done));
+      wait_for_room(Queue::receive, part.size());
+      const ListPosted result = qp_.post(part);
+      for (std::size_t i = 0; i < result.posted; ++i) {
+        const std::uint64_t id = part.requests()[i].wr_id();
+        occupy(id, State::receive, true, false);
+        ++in_flight_receive_;
+        posted(id);
+      }
+      if (result.error != 0) [[unlikely]]
+        throw_list_cut_short("ibv_post_recv", result, part.requests()[result.posted].wr_id());
+      done += part.size();
+    }
+  }
+  /// Room for building the requests of a list in place (as many as one doorbell of
+  /// post_send_list / post_receive_list takes, at most kListCapacity): a list post then
+  /// allocates nothing. One user at a time.
+  [[nodiscard]] std::span<SendRequest> send_list_storage() noexcept { return send_list_; }
+  [[nodiscard]] std::span<ReceiveRequest> receive_list_storage() noexcept { return receive_list_; }
+  static constexpr std::size_t kListCapacity = 64;
 
   /// The completion of `wr_id` if it has arrived (polling the CQ once if it is not cached
   /// yet), and forgets it: each completion is handed out once.
@@ -174,16 +252,23 @@ class ChannelCore {
     SendOpcode opcode;
   };
 
+  // The hot path (find, release, occupy, track_send, wait_for_room's look, poll_once, accept,
+  // retire_before's common case, finish) is defined inline below the class, so that a blocking
+  // call compiles into one function; what is rare lives in channel_core.cpp.
+
   /// The slot of `wr_id` while the channel tracks it (outstanding, arrived or orphaned), else
   /// null: handed out already, or never posted.
   Slot* find(std::uint64_t wr_id) noexcept;
+  /// find() outside the ring: in overflow_.
+  Slot* find_spilled(std::uint64_t wr_id) noexcept;
   /// Frees `slot` (the slot of `wr_id`).
   void release(Slot* slot, std::uint64_t wr_id);
   /// Takes the ring slot of the fresh `wr_id` into use as `state`.
   Slot& occupy(std::uint64_t wr_id, State state, bool signaled, bool orphaned);
-  /// Moves the request in ring slot `slot` out to overflow_ (rare: it was posted a whole ring
-  /// ago and is still outstanding, or its completion has not been taken).
-  void spill(Slot& slot);
+  /// Makes ring slot `slot` free for the fresh `wr_id`: moves its request out to overflow_
+  /// (rare: it was posted a whole ring ago and is still outstanding, or its completion has not
+  /// been taken).
+  void spill(Slot& slot, std::uint64_t wr_id);
 
   using Clock = std::chrono::steady_clock;
 
@@ -204,14 +289,42 @@ class ChannelCore {
               std::optional<WorkCompletion>* handoff);
   /// Retires the unsignaled requests posted before the send-queue request `wr_id`.
   void retire_before(std::uint64_t wr_id, std::uint32_t qp_number);
+  /// retire_before() when `wr_id` is not the oldest: retires each request before it.
+  void retire_through(std::uint64_t wr_id, std::uint32_t qp_number);
+  /// Logs a completion for a request the channel does not track.
+  static void report_unknown(const WorkCompletion& completion);
+  /// Logs the failure of an orphaned request (its completion is discarded).
+  static void report_orphan_failure(const WorkCompletion& completion);
+  /// Throws: more send-queue requests in flight than max_send_wr (a bug).
+  [[noreturn]] void throw_send_queue_overrun() const;
   /// Records `completion` of the request in `slot`: discarded if orphaned, else handed to
   /// `*handoff` (freeing the slot) when given, else kept in the slot for its handle.
   void finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
               std::optional<WorkCompletion>* handoff = nullptr);
   void track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned);
-  void wait_for_room(Queue queue);
-  /// Whether the next send must be signaled so that the send queue keeps being retired.
-  [[nodiscard]] bool must_signal() const noexcept;
+  /// Waits (bounded by the operation timeout) until `count` more requests fit `queue`.
+  void wait_for_room(Queue queue, std::size_t count = 1) {
+    const bool send = queue == Queue::send;
+    const std::size_t in_flight = send ? send_count_ : std::size_t{in_flight_receive_};
+    const std::uint32_t capacity =
+        send ? qp_.settings().max_send_wr.value() : qp_.settings().max_recv_wr.value();
+    if (in_flight + count <= capacity) [[likely]]
+      return;
+    wait_for_room_slowly(queue, count);
+  }
+  /// wait_for_room() once the queue has no room: polls (by the wait mode) until it has.
+  void wait_for_room_slowly(Queue queue, std::size_t count);
+  /// Whether the next send must be signaled so that the send queue keeps being retired, after
+  /// `run` unsignaled ones in a row.
+  [[nodiscard]] bool must_signal(std::uint32_t run) const noexcept {
+    return run + 1 >= std::max<std::uint32_t>(1, qp_.settings().max_send_wr.value() / 2);
+  }
+  [[nodiscard]] bool must_signal() const noexcept { return must_signal(unsignaled_run_); }
+  /// Throws the Error of a list post that the device cut short at `rejected`.
+  [[noreturn]] void throw_list_cut_short(std::string_view verb, const ListPosted& result,
+                                         std::uint64_t rejected) const;
+  /// Throws the state Error of a receive posted on a channel with a shared receive queue.
+  [[noreturn]] void throw_receive_on_shared() const;
   /// If `wr_id` is an unsignaled request with nothing signaled after it, posts a zero-length
   /// signaled RDMA write whose completion retires it.
   void ensure_retirement(std::uint64_t wr_id);
@@ -260,7 +373,106 @@ class ChannelCore {
   std::size_t shared_head_ = 0;
   std::size_t shared_count_ = 0;
   std::array<WorkCompletion, 32> batch_{};
+  std::vector<SendRequest> send_list_;        // send_list_storage()
+  std::vector<ReceiveRequest> receive_list_;  // receive_list_storage()
 };
+
+inline ChannelCore::Slot* ChannelCore::find(std::uint64_t wr_id) noexcept {
+  Slot& slot = slots_[wr_id & slot_mask_];
+  if (slot.state != State::free && slot.wr_id == wr_id) [[likely]]
+    return &slot;
+  return overflow_.empty() ? nullptr : find_spilled(wr_id);
+}
+
+inline void ChannelCore::release(Slot* slot, std::uint64_t wr_id) {
+  if (slot == &slots_[wr_id & slot_mask_]) [[likely]] {
+    slot->state = State::free;
+  } else {
+    overflow_.erase(wr_id);
+  }
+}
+
+inline ChannelCore::Slot& ChannelCore::occupy(std::uint64_t wr_id, State state, bool signaled,
+                                              bool orphaned) {
+  Slot& slot = slots_[wr_id & slot_mask_];
+  if (slot.state != State::free) [[unlikely]]
+    spill(slot, wr_id);
+  slot.wr_id = wr_id;
+  slot.state = state;
+  slot.signaled = signaled;
+  slot.orphaned = orphaned;
+  return slot;
+}
+
+inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode,
+                                    bool orphaned) {
+  // wait_for_room() keeps it below max_send_wr before every post.
+  if (send_count_ >= send_queue_.size()) [[unlikely]]
+    throw_send_queue_overrun();
+  occupy(wr_id, State::send, signaled, orphaned);
+  std::size_t tail = send_head_ + send_count_;
+  if (tail >= send_queue_.size()) tail -= send_queue_.size();
+  send_queue_[tail] = {wr_id, signaled, opcode};
+  ++send_count_;
+  if (signaled) last_signaled_ = wr_id;
+  unsignaled_run_ = signaled ? 0 : unsignaled_run_ + 1;
+}
+
+inline std::size_t ChannelCore::poll_once(std::uint64_t awaited,
+                                          std::optional<WorkCompletion>* handoff) {
+  const auto polled = cq_.poll(batch_);
+  for (const auto& completion : polled) accept(completion, awaited, handoff);
+  return polled.size();
+}
+
+inline void ChannelCore::accept(const WorkCompletion& completion, std::uint64_t awaited,
+                                std::optional<WorkCompletion>* handoff) {
+  const std::uint64_t wr_id = completion.wr_id();
+  if (shared_ && (wr_id & kChannelTag) == 0) {
+    keep_shared(completion);  // a receive from the shared queue: not the channel's to track
+    return;
+  }
+  Slot* slot = find(wr_id);
+  if (slot == nullptr || (slot->state != State::send && slot->state != State::receive))
+      [[unlikely]] {
+    report_unknown(completion);
+    return;
+  }
+  if (slot->state == State::send) {
+    retire_before(wr_id, completion.qp_number());  // touches other slots only
+    if (!completion.ok()) [[unlikely]]
+      send_failed_ = true;
+  }
+  finish(*slot, wr_id, completion, wr_id == awaited ? handoff : nullptr);
+}
+
+inline void ChannelCore::retire_before(std::uint64_t wr_id, std::uint32_t qp_number) {
+  // The send queue is in posting order, so in increasing wr_id order.
+  if (send_count_ == 0 || wr_id < send_queue_[send_head_].wr_id) return;  // retired already
+  if (send_queue_[send_head_].wr_id == wr_id) [[likely]] {  // the oldest: nothing before it
+    if (++send_head_ == send_queue_.size()) send_head_ = 0;
+    --send_count_;
+    return;
+  }
+  retire_through(wr_id, qp_number);
+}
+
+inline void ChannelCore::finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
+                                std::optional<WorkCompletion>* handoff) {
+  if (slot.state == State::receive) --in_flight_receive_;
+  if (slot.orphaned) [[unlikely]] {
+    release(&slot, wr_id);
+    if (!completion.ok()) report_orphan_failure(completion);
+    return;
+  }
+  if (handoff != nullptr) {
+    release(&slot, wr_id);
+    *handoff = completion;
+    return;
+  }
+  slot.state = State::arrived;
+  slot.completion = completion;
+}
 
 /// Why an owner gave up on a request: "write wr_id 7 did not complete within 5000 ms".
 [[nodiscard]] std::string timed_out(std::string_view what, std::uint64_t wr_id,

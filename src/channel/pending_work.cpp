@@ -12,19 +12,32 @@
 namespace ibv {
 
 PendingWork::PendingWork(std::shared_ptr<detail::ChannelCore> core, std::uint64_t wr_id) noexcept
-    : core_(std::move(core)), wr_id_(wr_id) {}
+    : core_(core.get()), owner_(std::move(core)), wr_id_(wr_id) {}
+
+PendingWork::PendingWork(detail::ChannelCore& core, std::uint64_t wr_id) noexcept
+    : core_(&core), wr_id_(wr_id) {}
+
+namespace {
+/// Shared ownership of `core` for a handle moved out of a scope (which owned the core for it).
+std::shared_ptr<detail::ChannelCore> share(detail::ChannelCore* core) noexcept {
+  return core == nullptr ? nullptr : core->weak_from_this().lock();
+}
+}  // namespace
 
 PendingWork::PendingWork(PendingWork&& other) noexcept
-    : core_(std::move(other.core_)), wr_id_(other.wr_id_), completion_(other.completion_) {
-  other.core_.reset();
+    : core_(std::exchange(other.core_, nullptr)),
+      owner_(other.owner_ ? std::move(other.owner_) : share(core_)),
+      wr_id_(other.wr_id_),
+      completion_(other.completion_) {
   other.completion_.reset();  // a moved-from handle tracks nothing
 }
 
 PendingWork& PendingWork::operator=(PendingWork&& other) noexcept {
   if (this != &other) {
     settle();
-    core_ = std::move(other.core_);
-    other.core_.reset();
+    core_ = std::exchange(other.core_, nullptr);
+    owner_ = other.owner_ ? std::move(other.owner_) : share(core_);
+    other.owner_.reset();
     wr_id_ = other.wr_id_;
     completion_ = other.completion_;
     other.completion_.reset();
@@ -69,7 +82,7 @@ std::chrono::milliseconds PendingWork::operation_timeout() const noexcept {
 
 void PendingWork::cancel(std::string_view reason) noexcept {
   if (core_ && !completion_) core_->cancel(wr_id_, reason);
-  core_.reset();
+  forget_core();
 }
 
 void PendingWork::settle() noexcept {
@@ -92,7 +105,7 @@ void PendingWork::settle() noexcept {
     std::fprintf(stderr, "ibverbs-cpp: PendingWork for wr_id %llu: %s\n",
                  static_cast<unsigned long long>(wr_id_), error.what());
   }
-  core_.reset();
+  forget_core();
 }
 
 }  // namespace ibv

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "channel/channel_core.hpp"
@@ -94,6 +95,18 @@ PendingWork& ScopeWork::keep(PendingWork work, std::optional<std::uint32_t> peer
   }
   if (!spilled_) spilled_ = std::make_unique<std::deque<Kept>>();
   return spilled_->emplace_back(Kept{std::move(work), peer}).work;
+}
+
+PendingWork& ScopeWork::keep(ChannelCore& core, std::uint64_t wr_id) {
+  if (inline_count_ < kInline) {
+    // Placement new of the aggregate: the handle is made in the slot, never moved (a move
+    // would take a share of the core).
+    Kept* kept = ::new (static_cast<void*>(&inline_[inline_count_].kept))
+        Kept{PendingWork(core, wr_id), std::nullopt};
+    ++inline_count_;
+    return kept->work;
+  }
+  return keep(PendingWork(core, wr_id));  // past the inline slots: moved, so it shares the core
 }
 
 void ScopeWork::clear() noexcept {
@@ -189,11 +202,36 @@ std::vector<WorkCompletion> ScopeWork::complete_all(std::string_view operation,
 ScopeBase::ScopeBase(std::shared_ptr<ChannelCore> core) noexcept : core_(std::move(core)) {}
 
 PendingWork& ScopeBase::post_request(SendRequest& request, PostOptions options) {
-  return work_.keep({core_, core_->post_send(request, options)});
+  return work_.keep(*core_, core_->post_send(request, options));
 }
 
 PendingWork& ScopeBase::post(const op::Receive& operation, PostOptions /*options*/) {
-  return work_.keep({core_, core_->post_receive(operation.into)});
+  return work_.keep(*core_, core_->post_receive(operation.into));
+}
+
+std::span<SendRequest> ScopeBase::send_list_storage() noexcept {
+  return core_->send_list_storage();
+}
+
+std::span<ReceiveRequest> ScopeBase::receive_list_storage() noexcept {
+  return core_->receive_list_storage();
+}
+
+void ScopeBase::check_request(SendRequest& request, PostOptions options) const {
+  apply_inline(request, options.inline_data, core_->queue_pair().max_inline_data());
+  core_->queue_pair().check(request);
+}
+
+void ScopeBase::check_request(const ReceiveRequest& request) const {
+  core_->queue_pair().check(request);
+}
+
+void ScopeBase::post_list(std::span<SendRequest> requests, PostOptions options) {
+  core_->post_send_list(requests, options, [this](std::uint64_t id) { work_.keep(*core_, id); });
+}
+
+void ScopeBase::post_list(std::span<ReceiveRequest> requests) {
+  core_->post_receive_list(requests, [this](std::uint64_t id) { work_.keep(*core_, id); });
 }
 
 }  // namespace detail

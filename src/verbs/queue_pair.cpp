@@ -78,20 +78,34 @@ std::string_view state_name(ibv_qp_state state) {
 // doorbell) and unlinks them again (the caller's requests stay reusable one by one). The batch
 // posts; a single request goes through QueuePair::post, inline in the header.
 template <typename Request, typename Native>
-void post_linked(std::span<Request> requests, ibv_qp* qp, int (*post)(ibv_qp*, Native*, Native**),
-                 std::string_view verb) {
-  if (requests.empty()) return;
+ListPosted post_linked(std::span<Request> requests, ibv_qp* qp,
+                       int (*post)(ibv_qp*, Native*, Native**)) noexcept {
+  if (requests.empty()) return {};
   for (std::size_t i = 0; i + 1 < requests.size(); ++i) {
     requests[i].native().next = &requests[i + 1].native();
   }
   requests.back().native().next = nullptr;
   Native* bad = nullptr;
   const int rc = post(qp, &requests.front().native(), &bad);
-  for (auto& request : requests) request.native().next = nullptr;
-  if (rc != 0) {
-    detail::throw_post_failure(verb, qp->qp_num, rc,
-                               bad == nullptr ? std::nullopt : std::optional(bad->wr_id));
+  ListPosted result{requests.size(), rc};
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (rc != 0 && &requests[i].native() == bad) result.posted = std::min(result.posted, i);
+    requests[i].native().next = nullptr;
   }
+  // A failure that names no request: none is known to be posted.
+  if (rc != 0 && bad == nullptr) result.posted = 0;
+  return result;
+}
+
+/// Throws the Error of a list post that the device cut short.
+template <typename Request>
+void throw_if_cut_short(const ListPosted& result, std::span<Request> requests, ibv_qp* qp,
+                        std::string_view verb) {
+  if (result.error == 0) return;
+  detail::throw_post_failure(verb, qp->qp_num, result.error,
+                             result.posted < requests.size()
+                                 ? std::optional(requests[result.posted].native().wr_id)
+                                 : std::nullopt);
 }
 
 // This side's address (QPN, LID, GID, send PSN); shared by the prepared and connected forms.
@@ -126,7 +140,8 @@ void check_receive(const detail::QueuePairCore& core, const ReceiveRequest& requ
 // Checks and posts receives; shared by the prepared (INIT) and connected (RTS) forms.
 void post_receives(const detail::QueuePairCore& core, std::span<ReceiveRequest> requests) {
   for (const auto& request : requests) check_receive(core, request);
-  post_linked(requests, core.qp.get(), ibv_post_recv, "ibv_post_recv");
+  throw_if_cut_short(post_linked(requests, core.qp.get(), ibv_post_recv), requests, core.qp.get(),
+                     "ibv_post_recv");
 }
 
 // Throws the invalid-argument error of a send-queue request that failed a check: off the hot
@@ -579,8 +594,16 @@ void QueuePair::move_to_error() const {
 }
 
 void QueuePair::post_send(std::span<SendRequest> requests) const {
-  for (const auto& request : requests) check(request);
-  post_linked(requests, core_->qp.get(), ibv_post_send, "ibv_post_send");
+  const auto list = checked(requests);
+  throw_if_cut_short(post(list), requests, native(), "ibv_post_send");
+}
+
+ListPosted QueuePair::post(CheckedList<SendRequest> list) const noexcept {
+  return post_linked(list.requests(), native(), ibv_post_send);
+}
+
+ListPosted QueuePair::post(CheckedList<ReceiveRequest> list) const noexcept {
+  return post_linked(list.requests(), native(), ibv_post_recv);
 }
 
 void QueuePair::post_receive(std::span<ReceiveRequest> requests) const {

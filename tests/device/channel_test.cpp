@@ -122,6 +122,41 @@ using ChannelGivingUp = ChannelTest;
 using ChannelSharedMemoryRegion = ChannelTest;
 using ChannelRnr = ChannelTest;
 
+// One ChannelSettings for every builder: settings() sets them all and gives them back, and the
+// named setters change one field each.
+TEST(ChannelSettingsTest, EveryBuilderTakesAndGivesBackTheSameSettings) {
+  Context context = open_test_device();
+  ProtectionDomain pd(context);
+  ChannelSettings settings;
+  settings.queue_pair.max_send_wr = QueueDepth(32);
+  settings.timeouts = {.operation = 1234ms, .drop = 567ms};
+  settings.completion_queue_size = 300;
+  settings.wait_mode = WaitMode::block();
+  const auto same = [&](const ChannelSettings& got) {
+    EXPECT_EQ(got.queue_pair.max_send_wr.value(), 32U);
+    EXPECT_EQ(got.timeouts.operation, 1234ms);
+    EXPECT_EQ(got.timeouts.drop, 567ms);
+    EXPECT_EQ(got.completion_queue_size, 300);
+    EXPECT_EQ(got.wait_mode.strategy, WaitStrategy::block);
+  };
+  same(ChannelBuilder(pd).settings(settings).settings());
+  same(MultiChannelBuilder(pd, 0, 2).settings(settings).settings());
+  same(net::NodeBuilder(pd, 0, 2).settings(settings).settings());
+  EXPECT_EQ(ChannelBuilder(pd)
+                .settings(settings)
+                .completion_queue_size(400)
+                .settings()
+                .completion_queue_size,
+            400);
+  // Built (a loopback channel), the channel has them.
+  settings.queue_pair.gid_index = test_gid_index(context);
+  PreparedChannel prepared = ChannelBuilder(pd).settings(settings).build();
+  const Endpoint self = prepared.endpoint();
+  const Channel channel = std::move(prepared).handshake(self);
+  EXPECT_EQ(channel.timeouts().operation, 1234ms);
+  EXPECT_EQ(channel.wait_mode().strategy, WaitStrategy::block);
+}
+
 // --- 1. blocking ------------------------------------------------------------------------------
 
 TEST_F(ChannelBlocking, SendIntoAPostedReceive) {
@@ -305,6 +340,95 @@ TEST_F(ChannelScoped, SendReceiveWriteAndReadReturnTheBodysValue) {
   });
   EXPECT_EQ(received_length, 4000U);
   EXPECT_TRUE(same_bytes(a_bytes(0, 4000), b_bytes(0, 4000)));
+}
+
+// post_all: a list of one operation type reaches the device as linked lists (one doorbell per
+// half send queue, at most 64), and the scope waits for every request of it. 200 writes take
+// several doorbells (and the check-everything-first path, past the 64 built in place); the
+// sends' receives are one list on the other side.
+TEST_F(ChannelScoped, PostAllPostsAListOfWritesAndAListOfSendsAndTheScopeWaitsForAll) {
+  constexpr std::size_t kWrites = 200;
+  constexpr std::size_t kSends = 20;
+  fill_pattern(a_bytes(0, kWrites * 100), 51);
+  fill_pattern(a_bytes(30000, kSends * 50), 52);
+  std::vector<std::array<GatherElement, 1>> write_data;
+  std::vector<std::array<GatherElement, 1>> send_data;
+  std::vector<std::array<ScatterElement, 1>> receive_into;
+  std::vector<op::Write> writes;
+  std::vector<op::Send> sends;
+  std::vector<op::Receive> receives;
+  write_data.reserve(kWrites);
+  send_data.reserve(kSends);
+  receive_into.reserve(kSends);
+  for (std::size_t i = 0; i < kWrites; ++i) {
+    write_data.push_back(gather_a(i * 100, 100));
+    writes.push_back(op::Write{write_data.back(), remote_b(i * 100, 100)});
+  }
+  for (std::size_t i = 0; i < kSends; ++i) {
+    send_data.push_back(gather_a(30000 + i * 50, 50));
+    sends.push_back(op::Send{send_data.back()});
+    receive_into.push_back(scatter_b(40000 + i * 64, 64));
+    receives.push_back(op::Receive{receive_into.back()});
+  }
+  b->scope([&](ChannelScope& sb) {
+    sb.post_all(receives);
+    EXPECT_EQ(sb.size(), kSends);
+    const std::size_t posted = a->scope([&](ChannelScope& sa) {
+      sa.post_all(writes, {.signaled = false});
+      sa.post_all(sends);
+      return sa.size();
+    });
+    EXPECT_EQ(posted, kWrites + kSends);
+  });
+  EXPECT_TRUE(same_bytes(a_bytes(0, kWrites * 100), b_bytes(0, kWrites * 100)));
+  for (std::size_t i = 0; i < kSends; ++i) {
+    EXPECT_TRUE(same_bytes(a_bytes(30000 + i * 50, 50), b_bytes(40000 + i * 64, 50))) << i;
+  }
+}
+
+// Every request of a list is checked before any is posted: one bad request (the last of a
+// short list, or of a list longer than what is built in place) throws, and nothing of the list
+// reaches the device.
+TEST_F(ChannelScoped, PostAllChecksEveryRequestBeforePostingAny) {
+  for (const std::size_t count : {std::size_t{5}, std::size_t{100}}) {
+    fill_pattern(a_bytes(0, count * 10), 53);
+    std::fill(buffer_b.begin(), buffer_b.end(), std::byte{0});
+    std::vector<std::array<GatherElement, 1>> data;
+    std::vector<op::Write> writes;
+    data.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      data.push_back(gather_a(i * 10, 10));
+      // The last one moves 10 bytes into a 9-byte destination.
+      writes.push_back(op::Write{data.back(), remote_b(i * 10, i + 1 == count ? 9 : 10)});
+    }
+    a->scope([&](ChannelScope& scope) {
+      EXPECT_TRUE(ibv_test::throws_invalid_argument([&] { scope.post_all(writes); }, {"write"}))
+          << count;
+      EXPECT_EQ(scope.size(), 0U) << count;
+    });
+    EXPECT_TRUE(std::all_of(buffer_b.begin(), buffer_b.end(),
+                            [](std::byte x) { return x == std::byte{0}; }))
+        << count << " writes: some reached the peer";
+  }
+}
+
+// A send queue of 4: a list of 50 unsignaled writes goes out 2 at a time, the channel signals
+// often enough that room comes back, and all of them land.
+TEST_F(ChannelScoped, PostAllOnASmallSendQueueWaitsForRoomBetweenDoorbells) {
+  auto settings = default_settings();
+  settings.max_send_wr = QueueDepth(4);
+  connect(settings);
+  constexpr std::size_t kWrites = 50;
+  fill_pattern(a_bytes(0, kWrites * 40), 54);
+  std::vector<std::array<GatherElement, 1>> data;
+  std::vector<op::Write> writes;
+  data.reserve(kWrites);
+  for (std::size_t i = 0; i < kWrites; ++i) {
+    data.push_back(gather_a(i * 40, 40));
+    writes.push_back(op::Write{data.back(), remote_b(i * 40, 40)});
+  }
+  a->scope([&](ChannelScope& scope) { scope.post_all(writes, {.signaled = false}); });
+  EXPECT_TRUE(same_bytes(a_bytes(0, kWrites * 40), b_bytes(0, kWrites * 40)));
 }
 
 // A scope keeps its first requests in place and the rest elsewhere: the references it hands out

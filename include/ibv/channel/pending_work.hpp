@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include "ibv/verbs/work_completion.hpp"
 
@@ -15,6 +16,7 @@ class AsyncWork;
 
 namespace detail {
 class ChannelCore;
+class ScopeBase;
 class ScopeWork;
 }  // namespace detail
 
@@ -63,15 +65,27 @@ class [[nodiscard]] PendingWork {
   [[nodiscard]] std::uint64_t wr_id() const noexcept { return wr_id_; }
 
  private:
+  friend class detail::ScopeBase;
   friend class detail::ScopeWork;
   friend class AsyncWork;  // the coroutine layer cancels on timeout, as the blocking calls do
+  /// A handle that does not share ownership of `core`: for one a scope keeps in place, which
+  /// ends (ScopeWork destroys its handles) while the scope still owns the channel's core. Saves
+  /// the shared_ptr's atomic count on every scoped request. Moved out of the scope, the handle
+  /// takes a share of the core, like any other.
+  PendingWork(detail::ChannelCore& core, std::uint64_t wr_id) noexcept;
+  /// Lets go of the channel (and of its ownership, if this handle shares it).
+  void forget_core() noexcept {
+    core_ = nullptr;
+    owner_.reset();
+  }
   void settle() noexcept;
   /// The channel's operation timeout (0 for a moved-from handle).
   [[nodiscard]] std::chrono::milliseconds operation_timeout() const noexcept;
   /// Gives up on the request because of `reason`: cancels it (the channel's queue pair to the
   /// error state, its completions flushed; see docs/safety.md) and lets go of it.
   void cancel(std::string_view reason) noexcept;
-  std::shared_ptr<detail::ChannelCore> core_;
+  detail::ChannelCore* core_ = nullptr;         // null once moved from or settled
+  std::shared_ptr<detail::ChannelCore> owner_;  // keeps core_ alive, unless a scope does
   std::uint64_t wr_id_ = 0;
   std::optional<WorkCompletion> completion_;
 };

@@ -5,11 +5,13 @@
 
 #include <array>
 #include <chrono>
+#include <concepts>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <memory>
 #include <optional>
+#include <ranges>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -81,6 +83,9 @@ class ScopeWork {
   /// Keeps `work` (posted to `peer`, if on a MultiChannel) until the scope ends; the reference
   /// stays valid until then.
   PendingWork& keep(PendingWork work, std::optional<std::uint32_t> peer = {});
+  /// Keeps a handle on request `wr_id` of `core` that borrows the core (the scope owns it:
+  /// PendingWork's borrowing constructor), made in place.
+  PendingWork& keep(ChannelCore& core, std::uint64_t wr_id);
   [[nodiscard]] std::size_t size() const noexcept {
     return inline_count_ + (spilled_ ? spilled_->size() : 0);
   }
@@ -192,6 +197,55 @@ class ScopeBase {
   /// Receives are always signaled and never inline: `options` do not apply to them.
   PendingWork& post(const op::Receive& operation, PostOptions options = {});
 
+  /// Posts every operation in `operations` (a range of one operation type, e.g. a
+  /// std::vector<op::Write>) as linked lists that reach the device with one doorbell each (as
+  /// many requests as half the send queue holds, at most 64), and keeps their handles until the
+  /// scope ends (size() counts them; the scope waits for them like any other). All of them are
+  /// checked before any is posted: bad input throws and posts nothing. See docs/operations.md,
+  /// "Posting a list".
+  template <std::ranges::forward_range Operations>
+  requires op::SendOperation<std::ranges::range_value_t<Operations>>
+  void post_all(const Operations& operations, PostOptions options = {}) {
+    const std::span<SendRequest> storage = send_list_storage();
+    if (std::ranges::distance(operations) > std::ranges::ssize(storage)) {
+      for (const auto& operation : operations) {
+        SendRequest request = operation.request(0);
+        check_request(request, options);
+      }
+    }
+    std::size_t count = 0;
+    for (const auto& operation : operations) {
+      storage[count++] = operation.request(0);
+      if (count == storage.size()) {
+        post_list(storage, options);
+        count = 0;
+      }
+    }
+    if (count != 0) post_list(storage.first(count), options);
+  }
+  /// Posts a receive for each of `operations` (a range of op::Receive) as linked lists, one
+  /// doorbell each; as post_all() of send-queue operations.
+  template <std::ranges::forward_range Operations>
+  requires std::same_as<std::ranges::range_value_t<Operations>, op::Receive>
+  void post_all(const Operations& operations) {
+    const std::span<ReceiveRequest> storage = receive_list_storage();
+    if (std::ranges::distance(operations) > std::ranges::ssize(storage)) {
+      for (const op::Receive& operation : operations) {
+        ReceiveRequest request(0, operation.into);
+        check_request(request);
+      }
+    }
+    std::size_t count = 0;
+    for (const op::Receive& operation : operations) {
+      storage[count++] = ReceiveRequest(0, operation.into);
+      if (count == storage.size()) {
+        post_list(storage);
+        count = 0;
+      }
+    }
+    if (count != 0) post_list(storage.first(count));
+  }
+
   // The operations by name: post() of the operation.
   PendingWork& post_send(std::span<const GatherElement> data, PostOptions options = {}) {
     return post(op::Send{data}, options);
@@ -237,6 +291,15 @@ class ScopeBase {
   /// The one posting path of a scope: posts `request` on the channel (Channel::post's path)
   /// and keeps its handle.
   PendingWork& post_request(SendRequest& request, PostOptions options);
+  /// post_all()'s parts: the channel's room for building a list in place, the checks of a
+  /// request as a post would make them, and the posting of a built list (keeping every
+  /// request the device took, also when it then throws).
+  [[nodiscard]] std::span<SendRequest> send_list_storage() noexcept;
+  [[nodiscard]] std::span<ReceiveRequest> receive_list_storage() noexcept;
+  void check_request(SendRequest& request, PostOptions options) const;
+  void check_request(const ReceiveRequest& request) const;
+  void post_list(std::span<SendRequest> requests, PostOptions options);
+  void post_list(std::span<ReceiveRequest> requests);
 
   std::shared_ptr<ChannelCore> core_;
   ScopeWork work_;

@@ -205,6 +205,32 @@ class Checked {
   Request* request_;
 };
 
+/// Requests that QueuePair::checked() has passed, all of them, for QueuePair::post() to post as
+/// one linked list (one doorbell) without checking them again. Like Checked, it refers to the
+/// requests, which must stay alive and unchanged until they are posted.
+template <typename Request>
+class CheckedList {
+ public:
+  [[nodiscard]] std::span<Request> requests() const noexcept { return requests_; }
+  [[nodiscard]] std::size_t size() const noexcept { return requests_.size(); }
+  /// `count` of the requests from `offset` on: a part of a checked list is checked.
+  [[nodiscard]] CheckedList part(std::size_t offset, std::size_t count) const noexcept {
+    return CheckedList(requests_.subspan(offset, count));
+  }
+
+ private:
+  friend class QueuePair;
+  explicit CheckedList(std::span<Request> requests) noexcept : requests_(requests) {}
+  std::span<Request> requests_;
+};
+
+/// What QueuePair::post() of a CheckedList did: the device took the first `posted` requests;
+/// when it rejected the next one, `error` is the verb's errno (else 0).
+struct ListPosted {
+  std::size_t posted = 0;
+  int error = 0;
+};
+
 /// A connected reliable-connected queue pair (state RTS). Move-only; destroying it destroys the
 /// QP, after which its PD and CQs live on only as long as other users hold them.
 ///
@@ -226,6 +252,23 @@ class QueuePair {
     check(request);
     return Checked<ReceiveRequest>(request);
   }
+  /// The checks of post_send() on every request, then all of them as checked, for post().
+  [[nodiscard]] CheckedList<SendRequest> checked(std::span<SendRequest> requests) const {
+    for (const auto& request : requests) check(request);
+    return CheckedList<SendRequest>(requests);
+  }
+  /// The checks of post_receive() on every receive, then all of them as checked, for post().
+  [[nodiscard]] CheckedList<ReceiveRequest> checked(std::span<ReceiveRequest> requests) const {
+    for (const auto& request : requests) check(request);
+    return CheckedList<ReceiveRequest>(requests);
+  }
+  /// Posts checked requests as one linked list: one ibv_post_send, one doorbell, nothing checked
+  /// again (the requests are linked in place and unlinked afterwards). Says how many the device
+  /// took rather than throwing, so that a caller that tracks requests knows which are posted.
+  [[nodiscard]] ListPosted post(CheckedList<SendRequest> list) const noexcept;
+  /// Posts checked receives as one linked list (one ibv_post_recv); as
+  /// post(CheckedList<SendRequest>).
+  [[nodiscard]] ListPosted post(CheckedList<ReceiveRequest> list) const noexcept;
   /// Posts one checked request: ibv_post_send, inline, with nothing checked again. Throws
   /// ibv::Error (with a hint) when the verb fails.
   void post(Checked<SendRequest> checked) const {
