@@ -543,8 +543,10 @@ std::string QueuePair::query_state() const {
 }
 
 void QueuePair::check(const SendRequest& request) const {
-  // Compare only: the description of the request is built when one of these throws (every
-  // request is checked on the post path, so nothing here may allocate or format).
+  // Compare only: the description of the request is built when one of these throws. The post
+  // path first asks passes_check() (queue_pair.hpp: the same comparisons, inline, without the
+  // atomic ones) and comes here only for atomics and for a request that fails: a check added
+  // here must be added there too.
   const auto& s = core_->settings;
   if (request.element_count() > s.max_send_sge.value()) {
     reject_send(request, "has " + std::to_string(request.element_count()) +

@@ -244,7 +244,8 @@ class QueuePair {
 
   /// The checks of post_send() (see check()), then `request` as checked, for post().
   [[nodiscard]] Checked<SendRequest> checked(SendRequest& request) const {
-    check(request);
+    if (!passes_check(request)) [[unlikely]]
+      check(request);  // the atomic checks, or the one that fails: throws naming it
     return Checked<SendRequest>(request);
   }
   /// The checks of post_receive(), then `request` as checked, for post().
@@ -254,7 +255,10 @@ class QueuePair {
   }
   /// The checks of post_send() on every request, then all of them as checked, for post().
   [[nodiscard]] CheckedList<SendRequest> checked(std::span<SendRequest> requests) const {
-    for (const auto& request : requests) check(request);
+    for (const auto& request : requests) {
+      if (!passes_check(request)) [[unlikely]]
+        check(request);
+    }
     return CheckedList<SendRequest>(requests);
   }
   /// The checks of post_receive() on every receive, then all of them as checked, for post().
@@ -341,6 +345,18 @@ class QueuePair {
   /// or known (RemoteMemoryRegion::access) to lack atomic access. Lets callers that post
   /// batches over several QPs check everything before posting anything.
   void check(const SendRequest& request) const;
+  /// Whether `request` passes check() without its atomic checks, by comparisons only (inline:
+  /// it runs on every post). False for an atomic (check() then checks it fully) and for a
+  /// request check() would reject; check() says which check failed.
+  [[nodiscard]] bool passes_check(const SendRequest& request) const noexcept {
+    const detail::QueuePairCore& core = *core_;
+    const std::uint64_t length = request.byte_length();
+    return request.element_count() <= core.settings.max_send_sge.value() &&
+           length <= core.port.max_message_size && !is_atomic(request.opcode()) &&
+           (!request.is_inline() ||
+            (may_be_inline(request.opcode()) && length <= core.max_inline_data)) &&
+           (!request.remote() || length <= request.remote()->length());
+  }
   /// The checks post_receive() makes, without posting: more elements than max_recv_sge, more
   /// bytes than the port's max message size; ibv::Error (state) when the QP takes its
   /// receives from a shared receive queue (post them there).
