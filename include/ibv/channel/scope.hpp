@@ -132,10 +132,10 @@ class ScopeWork {
   /// Forgets every request kept (their destructors run: settled handles do not wait).
   void clear() noexcept;
 
-  // The first kInline requests are kept in place (a scope of up to 16 requests allocates
+  // The first kInline requests are kept in place (a scope of up to 32 requests allocates
   // nothing), the rest in a deque made when needed: references to either stay valid as more
   // are kept.
-  static constexpr std::size_t kInline = 16;
+  static constexpr std::size_t kInline = 32;
   /// Storage for one Kept, constructed by keep() and destroyed by clear(): slots not in use
   /// cost nothing when a scope begins or ends.
   union InlineSlot {
