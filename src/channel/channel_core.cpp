@@ -74,12 +74,9 @@ ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeo
       slot_mask_(slots_.size() - 1),
       send_queue_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)),
       shared_ring_(shared_ring_size(qp_)),
-      send_list_(
-          std::min<std::size_t>(std::max<std::size_t>(send_queue_.size() / 2, 1), kListCapacity),
-          SendRequest::write(0, {}, RemoteMemoryRegion(0, 0, 0))),
-      receive_list_(
-          std::min<std::size_t>(std::max(qp_.settings().max_recv_wr.value(), 1U), kListCapacity),
-          ReceiveRequest(0, {})) {
+      send_list_(std::min(list_part(Queue::send), kListCapacity),
+                 SendRequest::write(0, {}, RemoteMemoryRegion(0, 0, 0))),
+      receive_list_(std::min(list_part(Queue::receive), kListCapacity), ReceiveRequest(0, {})) {
   if (wait_mode_.sleeps() && !cq_.channel()) {
     throw_invalid_argument("Channel", "wait mode " + std::string(to_string(wait_mode_.strategy)),
                            "sleeps on a completion channel, and the completion queue has none");
@@ -191,11 +188,6 @@ void ChannelCore::throw_receive_on_shared() const {
                       "receive_message()"
                     : "post receives to the SharedReceiveQueue and take their completions "
                       "with receive_shared()");
-}
-
-void ChannelCore::throw_list_cut_short(std::string_view verb, const ListPosted& result,
-                                       std::uint64_t rejected) const {
-  detail::throw_post_failure(verb, qp_.qp_number(), result.error, rejected);
 }
 
 void ChannelCore::throw_send_queue_overrun() const {

@@ -126,10 +126,7 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
     }
     const CheckedList<SendRequest> checked = qp_.checked(requests);  // bad input throws here
     next_wr_id_ += requests.size();
-    // Half the queue: the unsignaled requests at the end of a part (fewer than half the queue,
-    // see must_signal) may stay in it until a later signaled one, so a whole queue's worth of
-    // room might never come.
-    const std::size_t chunk = std::max<std::size_t>(send_queue_.size() / 2, 1);
+    const std::size_t chunk = list_part(Queue::send);
     for (std::size_t done = 0; done < requests.size();) {
       const auto part = checked.part(done, std::min(chunk, requests.size() - done));
       wait_for_room(Queue::send, part.size());
@@ -141,7 +138,8 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
         posted(request.wr_id());
       }
       if (result.error != 0) [[unlikely]]
-        throw_list_cut_short("ibv_post_send", result, part.requests()[result.posted].wr_id());
+        throw_post_failure("ibv_post_send", qp_.qp_number(), result.error,
+                           part.requests()[result.posted].wr_id());
       done += part.size();
     }
   }
@@ -159,7 +157,7 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
     }
     const CheckedList<ReceiveRequest> checked = qp_.checked(requests);
     next_wr_id_ += requests.size();
-    const std::size_t chunk = std::max<std::size_t>(qp_.settings().max_recv_wr.value(), 1);
+    const std::size_t chunk = list_part(Queue::receive);
     for (std::size_t done = 0; done < requests.size();) {
       const auto part = checked.part(done, std::min(chunk, requests.size() - done));
       wait_for_room(Queue::receive, part.size());
@@ -171,13 +169,13 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
         posted(id);
       }
       if (result.error != 0) [[unlikely]]
-        throw_list_cut_short("ibv_post_recv", result, part.requests()[result.posted].wr_id());
+        throw_post_failure("ibv_post_recv", qp_.qp_number(), result.error,
+                           part.requests()[result.posted].wr_id());
       done += part.size();
     }
   }
-  /// Room for building the requests of a list in place (as many as one doorbell of
-  /// post_send_list / post_receive_list takes, at most kListCapacity): a list post then
-  /// allocates nothing. One user at a time.
+  /// Room for building the requests of a list in place (list_part() of its queue, at most
+  /// kListCapacity): a list post then allocates nothing. One user at a time.
   [[nodiscard]] std::span<SendRequest> send_list_storage() noexcept { return send_list_; }
   [[nodiscard]] std::span<ReceiveRequest> receive_list_storage() noexcept { return receive_list_; }
   static constexpr std::size_t kListCapacity = 64;
@@ -320,9 +318,14 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
     return run + 1 >= std::max<std::uint32_t>(1, qp_.settings().max_send_wr.value() / 2);
   }
   [[nodiscard]] bool must_signal() const noexcept { return must_signal(unsignaled_run_); }
-  /// Throws the Error of a list post that the device cut short at `rejected`.
-  [[noreturn]] void throw_list_cut_short(std::string_view verb, const ListPosted& result,
-                                         std::uint64_t rejected) const;
+  /// How many requests one doorbell of a list post carries on `queue`: the whole receive
+  /// queue, or half the send queue, because the unsignaled requests at the end of a part (fewer
+  /// than half the queue, see must_signal) may stay in it until a later signaled one, so a
+  /// whole queue's worth of room might never come.
+  [[nodiscard]] std::size_t list_part(Queue queue) const noexcept {
+    return queue == Queue::send ? std::max<std::size_t>(send_queue_.size() / 2, 1)
+                                : std::max<std::size_t>(qp_.settings().max_recv_wr.value(), 1);
+  }
   /// Throws the state Error of a receive posted on a channel with a shared receive queue.
   [[noreturn]] void throw_receive_on_shared() const;
   /// If `wr_id` is an unsignaled request with nothing signaled after it, posts a zero-length

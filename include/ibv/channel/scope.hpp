@@ -206,44 +206,21 @@ class ScopeBase {
   template <std::ranges::forward_range Operations>
   requires op::SendOperation<std::ranges::range_value_t<Operations>>
   void post_all(const Operations& operations, PostOptions options = {}) {
-    const std::span<SendRequest> storage = send_list_storage();
-    if (std::ranges::distance(operations) > std::ranges::ssize(storage)) {
-      for (const auto& operation : operations) {
-        SendRequest request = operation.request(0);
-        check_request(request, options);
-      }
-    }
-    std::size_t count = 0;
-    for (const auto& operation : operations) {
-      storage[count++] = operation.request(0);
-      if (count == storage.size()) {
-        post_list(storage, options);
-        count = 0;
-      }
-    }
-    if (count != 0) post_list(storage.first(count), options);
+    post_in_parts(
+        operations, send_list_storage(), [](const auto& operation) { return operation.request(0); },
+        [&](SendRequest& request) { check_request(request, options); },
+        [&](std::span<SendRequest> part) { post_list(part, options); });
   }
   /// Posts a receive for each of `operations` (a range of op::Receive) as linked lists, one
   /// doorbell each; as post_all() of send-queue operations.
   template <std::ranges::forward_range Operations>
   requires std::same_as<std::ranges::range_value_t<Operations>, op::Receive>
   void post_all(const Operations& operations) {
-    const std::span<ReceiveRequest> storage = receive_list_storage();
-    if (std::ranges::distance(operations) > std::ranges::ssize(storage)) {
-      for (const op::Receive& operation : operations) {
-        ReceiveRequest request(0, operation.into);
-        check_request(request);
-      }
-    }
-    std::size_t count = 0;
-    for (const op::Receive& operation : operations) {
-      storage[count++] = ReceiveRequest(0, operation.into);
-      if (count == storage.size()) {
-        post_list(storage);
-        count = 0;
-      }
-    }
-    if (count != 0) post_list(storage.first(count));
+    post_in_parts(
+        operations, receive_list_storage(),
+        [](const op::Receive& operation) { return operation.request(0); },
+        [&](const ReceiveRequest& request) { check_request(request); },
+        [&](std::span<ReceiveRequest> part) { post_list(part); });
   }
 
   // The operations by name: post() of the operation.
@@ -291,6 +268,28 @@ class ScopeBase {
   /// The one posting path of a scope: posts `request` on the channel (Channel::post's path)
   /// and keeps its handle.
   PendingWork& post_request(SendRequest& request, PostOptions options);
+  /// post_all()'s one mechanism: when `operations` do not all fit `storage`, checks every
+  /// request first (`check`), so that bad input posts nothing; then builds them (`make`) into
+  /// `storage` and posts each full part, and the rest, with `post`.
+  template <typename Operations, typename Request, typename Make, typename Check, typename Post>
+  static void post_in_parts(const Operations& operations, std::span<Request> storage, Make make,
+                            Check check, Post post) {
+    if (std::ranges::distance(operations) > std::ranges::ssize(storage)) {
+      for (const auto& operation : operations) {
+        Request request = make(operation);
+        check(request);
+      }
+    }
+    std::size_t count = 0;
+    for (const auto& operation : operations) {
+      storage[count++] = make(operation);
+      if (count == storage.size()) {
+        post(storage);
+        count = 0;
+      }
+    }
+    if (count != 0) post(storage.first(count));
+  }
   /// post_all()'s parts: the channel's room for building a list in place, the checks of a
   /// request as a post would make them, and the posting of a built list (keeping every
   /// request the device took, also when it then throws).
