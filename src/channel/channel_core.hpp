@@ -137,9 +137,10 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
         if (request.is_inline()) ++inline_posts_;
         posted(request.wr_id());
       }
-      if (result.error != 0) [[unlikely]]
+      if (result.error != 0) [[unlikely]] {
         throw_post_failure("ibv_post_send", qp_.qp_number(), result.error,
                            part.requests()[result.posted].wr_id());
+      }
       done += part.size();
     }
   }
@@ -168,9 +169,10 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
         ++in_flight_receive_;
         posted(id);
       }
-      if (result.error != 0) [[unlikely]]
+      if (result.error != 0) [[unlikely]] {
         throw_post_failure("ibv_post_recv", qp_.qp_number(), result.error,
                            part.requests()[result.posted].wr_id());
+      }
       done += part.size();
     }
   }
