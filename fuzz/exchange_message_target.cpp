@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
+#include "ibv/error.hpp"
 #include "ibv/net/exchange_message.hpp"
 #include "ibv/net/node_endpoint.hpp"
 #include "ibv/net/wire.hpp"
 #include "ibv/verbs/endpoint.hpp"
-#include "ibv/verbs/error.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "net/incoming_message.hpp"
 

@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "fuzz_check.hpp"
+#include "ibv/error.hpp"
 #include "ibv/net/network_config.hpp"
-#include "ibv/verbs/error.hpp"
 
 namespace ibv_fuzz {
 namespace {

@@ -4,6 +4,7 @@
 #include "ibv/version.hpp"
 
 // Layer 1: verbs, a thin RAII layer over libibverbs.
+#include "ibv/error.hpp"
 #include "ibv/verbs/access.hpp"
 #include "ibv/verbs/async_event.hpp"
 #include "ibv/verbs/completion_channel.hpp"
@@ -11,7 +12,6 @@
 #include "ibv/verbs/context.hpp"
 #include "ibv/verbs/device.hpp"
 #include "ibv/verbs/endpoint.hpp"
-#include "ibv/verbs/error.hpp"
 #include "ibv/verbs/gid.hpp"
 #include "ibv/verbs/memory_region.hpp"
 #include "ibv/verbs/mtu.hpp"

@@ -7,19 +7,10 @@
 
 #include "channel/channel_core.hpp"
 #include "detail/positive_timeout.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "verbs/queue_pair_resolve.hpp"
 
 namespace ibv {
-namespace {
-
-std::string milliseconds(std::chrono::nanoseconds duration) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(duration).count()) +
-         " ms";
-}
-
-}  // namespace
-
 ChannelBuilder::ChannelBuilder(ProtectionDomain pd) : pd_(std::move(pd)) {}
 
 ChannelBuilder& ChannelBuilder::settings(const ChannelSettings& settings) {
@@ -78,25 +69,14 @@ PreparedChannel ChannelBuilder::build() const {
   }
   const std::optional<SharedReceiveQueue> srq =
       pool ? std::optional(pool->queue()) : settings_.shared_receive_queue;
-  if (timeouts.operation.count() <= 0) {
-    throw_invalid_argument(
-        kOperation, "timeouts.operation " + std::to_string(timeouts.operation.count()) + " ms",
-        "is not positive");
-  }
-  if (timeouts.drop.count() <= 0) {
-    throw_invalid_argument(kOperation,
-                           "timeouts.drop " + std::to_string(timeouts.drop.count()) + " ms",
-                           "is not positive");
-  }
+  detail::check_positive(timeouts.operation, "timeouts.operation", kOperation);
+  detail::check_positive(timeouts.drop, "timeouts.drop", kOperation);
   switch (wait.strategy) {
     case WaitStrategy::spin:
     case WaitStrategy::block: break;
     case WaitStrategy::spin_then_block:
-      if (wait.spin_for.count() <= 0) {
-        throw_invalid_argument(
-            kOperation, "wait_mode.spin_for " + std::to_string(wait.spin_for.count()) + " us",
-            "is not positive (spin_then_block spins that long before it sleeps)");
-      }
+      detail::check_positive(wait.spin_for, "wait_mode.spin_for", kOperation,
+                             "spin_then_block spins that long before it sleeps");
       break;
     default:
       throw_invalid_argument(
@@ -239,7 +219,7 @@ void check_shared(const detail::ChannelCore& core, bool need_pool, std::string_v
 /// and throws WorkError (naming the buffer size when the message did not fit).
 ReceivedMessage message_of(const SharedReceivePool& pool, const WorkCompletion& completion,
                            std::string_view operation) {
-  ReceivedMessage message(pool.core(), completion);
+  ReceivedMessage message(pool, completion);
   if (!completion.ok()) [[unlikely]] {
     message.release();
     std::string context = "Channel::" + std::string(operation);
@@ -269,7 +249,7 @@ WorkCompletion Channel::receive_shared(Timeout timeout) {
   if (!completion) {
     throw Error(ErrorKind::timeout, "Channel::receive_shared", ETIMEDOUT,
                 "no message arrived on QP " + std::to_string(core_->queue_pair().qp_number()) +
-                    " within " + milliseconds(limit),
+                    " within " + detail::duration_text(limit),
                 "is the peer sending, and are receives posted to the shared receive queue?");
   }
   if (!completion->ok()) throw WorkError(*completion, "Channel::receive_shared");
@@ -289,7 +269,7 @@ ReceivedMessage Channel::receive_message(Timeout timeout) {
   if (!completion) {
     throw Error(ErrorKind::timeout, "Channel::receive_message", ETIMEDOUT,
                 "no message arrived on QP " + std::to_string(core_->queue_pair().qp_number()) +
-                    " within " + milliseconds(limit),
+                    " within " + detail::duration_text(limit),
                 "is the peer sending? (messages held unreleased keep their pool buffers)");
   }
   return message_of(*core_->pool(), *completion, "receive_message");

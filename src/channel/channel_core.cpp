@@ -13,7 +13,8 @@
 
 #include "channel/shared_receive_pool_core.hpp"
 #include "channel/wait_loop.hpp"
-#include "ibv/verbs/error.hpp"
+#include "detail/positive_timeout.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::detail {
 namespace {
@@ -220,7 +221,7 @@ void ChannelCore::wait_for_room_slowly(Queue queue, std::size_t count) {
                                 : " has no room for " + std::to_string(count) + " more requests (" +
                                       std::to_string(capacity) + " at most in flight)") +
                     std::string(count == 1 ? " and none" : " and too few") + " completed within " +
-                    std::to_string(timeouts_.operation.count()) + " ms",
+                    detail::duration_text(timeouts_.operation),
                 send ? "the peer is not acknowledging: is it alive and connected?"
                      : "no messages arrive to complete posted receives; build the channel "
                        "with a larger max_recv_wr or post fewer receives ahead");
@@ -360,8 +361,8 @@ void ChannelCore::cancel(std::uint64_t wr_id, std::string_view reason) noexcept 
     if (!flushed) {
       std::fprintf(stderr,
                    "ibverbs-cpp: Channel: QP %u moved to the error state, and %zu request(s) "
-                   "were still not flushed after %lld ms; their completions will be discarded\n",
-                   qp_.qp_number(), outstanding(), static_cast<long long>(timeouts_.drop.count()));
+                   "were still not flushed after %s; their completions will be discarded\n",
+                   qp_.qp_number(), outstanding(), detail::duration_text(timeouts_.drop).c_str());
     }
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ibverbs-cpp: Channel: cancelling QP %u: %s\n", qp_.qp_number(),

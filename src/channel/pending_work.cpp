@@ -7,7 +7,8 @@
 #include <string>
 
 #include "channel/channel_core.hpp"
-#include "ibv/verbs/error.hpp"
+#include "detail/positive_timeout.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 
@@ -52,10 +53,9 @@ std::optional<WorkCompletion> PendingWork::poll() {
   return completion_;
 }
 
-std::optional<WorkCompletion> PendingWork::wait_for(std::chrono::nanoseconds timeout) {
+std::optional<WorkCompletion> PendingWork::wait_for(Duration timeout) {
   if (timeout.count() < 0) {
-    throw_invalid_argument("PendingWork::wait_for",
-                           "timeout " + std::to_string(timeout.count()) + " ns",
+    throw_invalid_argument("PendingWork::wait_for", "timeout " + detail::duration_text(timeout),
                            "is negative (0 polls once; the request stays pending)");
   }
   if (!completion_ && core_) completion_ = core_->wait(wr_id_, timeout);
@@ -67,17 +67,17 @@ WorkCompletion PendingWork::wait() {
   if (!core_ && !completion_) {
     throw Error(ErrorKind::state, "PendingWork::wait", EINVAL, "the handle was moved from");
   }
-  const auto limit = completion_ ? std::chrono::milliseconds(0) : core_->timeouts().operation;
+  const Duration limit = completion_ ? Duration{} : core_->timeouts().operation;
   if (auto completion = wait_for(limit)) return *completion;
   throw Error(ErrorKind::timeout, "PendingWork::wait", ETIMEDOUT,
               "wr_id " + std::to_string(wr_id_) + " did not complete within " +
-                  std::to_string(limit.count()) + " ms",
+                  detail::duration_text(limit),
               "it is still pending: wait again, or let the handle go (its destructor waits "
               "once more, then cancels it, which breaks the channel)");
 }
 
-std::chrono::milliseconds PendingWork::operation_timeout() const noexcept {
-  return core_ ? core_->timeouts().operation : std::chrono::milliseconds(0);
+Duration PendingWork::operation_timeout() const noexcept {
+  return core_ ? core_->timeouts().operation : Duration{};
 }
 
 void PendingWork::cancel(std::string_view reason) noexcept {

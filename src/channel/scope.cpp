@@ -1,5 +1,5 @@
 // Scopes: posting inside a Channel scope, and ScopeWork, which waits for a scope's requests at
-// its end and turns what it found into ScopeError or a manual scope's complaint.
+// its end and turns what it found into BatchError or a manual scope's complaint.
 #include "ibv/channel/scope.hpp"
 
 #include <algorithm>
@@ -69,23 +69,14 @@ std::string manual_scope_problem(const detail::DrainResult& result) {
   return text;
 }
 
-[[noreturn]] void throw_scope_error(std::string_view operation, const std::exception_ptr& body,
+[[noreturn]] void throw_batch_error(std::string_view operation, const std::exception_ptr& body,
                                     detail::DrainResult& result) {
   const std::string description = describe(message_of(body), result);
-  throw ScopeError(operation, body, std::move(result.failed), std::move(result.timed_out),
+  throw BatchError(operation, body, std::move(result.failed), std::move(result.timed_out),
                    description);
 }
 
 }  // namespace
-
-ScopeError::ScopeError(std::string_view operation, std::exception_ptr body_error,
-                       std::vector<WorkCompletion> failed, std::vector<std::uint64_t> timed_out,
-                       std::string_view description)
-    : Error(timed_out.empty() ? ErrorKind::driver : ErrorKind::timeout, operation, EIO,
-            description),
-      body_error_(std::move(body_error)),
-      failed_(std::move(failed)),
-      timed_out_(std::move(timed_out)) {}
 
 namespace detail {
 
@@ -151,7 +142,7 @@ void ScopeWork::finish(std::string_view operation, const std::exception_ptr& bod
     if (body_error) std::rethrow_exception(body_error);
     return;
   }
-  throw_scope_error(operation, body_error, result);
+  throw_batch_error(operation, body_error, result);
 }
 
 void ScopeWork::close(std::string_view operation) {
@@ -194,7 +185,7 @@ std::vector<WorkCompletion> ScopeWork::complete_all(std::string_view operation,
   });
   clear();
   if (!result.failed.empty() || !result.timed_out.empty()) {
-    throw_scope_error(operation, nullptr, result);
+    throw_batch_error(operation, nullptr, result);
   }
   return completions;
 }

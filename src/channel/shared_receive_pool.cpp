@@ -9,7 +9,7 @@
 
 #include "channel/shared_receive_pool_core.hpp"
 #include "ibv/channel/received_message.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 namespace detail {
@@ -83,9 +83,9 @@ std::uint32_t SharedReceivePool::posted() const noexcept { return core_->posted(
 // ---------------------------------------------------------------------------------------------
 // ReceivedMessage
 
-ReceivedMessage::ReceivedMessage(std::shared_ptr<detail::SharedReceivePoolCore> pool,
+ReceivedMessage::ReceivedMessage(const SharedReceivePool& pool,
                                  const WorkCompletion& completion) noexcept
-    : pool_(std::move(pool)), completion_(completion) {}
+    : pool_(pool.core()), completion_(completion) {}
 
 ReceivedMessage::ReceivedMessage(ReceivedMessage&& other) noexcept
     : pool_(std::move(other.pool_)), completion_(other.completion_) {}

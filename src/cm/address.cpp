@@ -7,7 +7,7 @@
 #include <array>
 #include <cstring>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::detail {
 
@@ -51,15 +51,6 @@ SocketAddress parse_address(std::string_view address, std::uint16_t port,
   throw_invalid_argument(operation, "address \"" + text + "\"",
                          "is not an IPv4 or IPv6 address literal (e.g. 10.0.0.1 or fe80::1; "
                          "host names are not resolved, and the port is a separate argument)");
-}
-
-void check_positive(std::chrono::milliseconds timeout, std::string_view what,
-                    std::string_view operation) {
-  if (timeout.count() <= 0) {
-    throw_invalid_argument(operation,
-                           std::string(what) + " " + std::to_string(timeout.count()) + " ms",
-                           "is not positive");
-  }
 }
 
 void check_options(const ConnectOptions& options, std::string_view operation) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "detail/positive_timeout.hpp"
 #include "ibv/cm/connect_options.hpp"
 
 namespace ibv::detail {
@@ -33,9 +34,5 @@ struct SocketAddress {
 /// Checks what can be checked without a device: every timeout positive, gid_index unset, a
 /// completion queue size positive if given. Throws ibv::Error (invalid_argument).
 void check_options(const ConnectOptions& options, std::string_view operation);
-
-/// Throws ibv::Error (invalid_argument) unless `timeout` is positive; `what` names it.
-void check_positive(std::chrono::milliseconds timeout, std::string_view what,
-                    std::string_view operation);
 
 }  // namespace ibv::detail

@@ -14,7 +14,7 @@
 
 #include "cm/address.hpp"
 #include "cm/cm_channel.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 
@@ -94,14 +94,14 @@ std::optional<Request> next_request(detail::CmEndpoint& listening,
 
 }  // namespace
 
-Channel ChannelListener::accept(std::chrono::milliseconds timeout) {
+Channel ChannelListener::accept(Duration timeout) {
   constexpr std::string_view kOperation = "ChannelListener::accept";
   detail::check_positive(timeout, "timeout", kOperation);
   auto request = next_request(state_->endpoint, detail::CmClock::now() + timeout, kOperation);
   if (!request) {
     throw Error(ErrorKind::timeout, kOperation, ETIMEDOUT,
                 "no connection request on " + state_->address + ":" + std::to_string(state_->port) +
-                    " within " + std::to_string(timeout.count()) + " ms",
+                    " within " + detail::duration_text(timeout),
                 "is the client connecting to this address and port?");
   }
   rdma_cm_id* id = request->id.get();
@@ -142,7 +142,7 @@ Channel ChannelListener::accept(std::chrono::milliseconds timeout) {
   if (!event) {
     throw Error(ErrorKind::timeout, kOperation, ETIMEDOUT,
                 peer + " did not confirm the connection within " +
-                    std::to_string(state_->options.connect_timeout.count()) + " ms",
+                    detail::duration_text(state_->options.connect_timeout),
                 "the client may have given up; raise connect_timeout for slow networks");
   }
   if ((*event)->event != RDMA_CM_EVENT_ESTABLISHED) {
@@ -151,7 +151,7 @@ Channel ChannelListener::accept(std::chrono::milliseconds timeout) {
   return channel;
 }
 
-bool ChannelListener::reject(std::chrono::milliseconds timeout) {
+bool ChannelListener::reject(Duration timeout) {
   constexpr std::string_view kOperation = "ChannelListener::reject";
   detail::check_positive(timeout, "timeout", kOperation);
   auto request = next_request(state_->endpoint, detail::CmClock::now() + timeout, kOperation);

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::detail {
 

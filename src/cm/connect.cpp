@@ -4,18 +4,26 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <string>
 #include <utility>
 
 #include "channel/channel_core.hpp"
 #include "cm/address.hpp"
 #include "cm/cm_channel.hpp"
+#include "ibv/error.hpp"
 #include "ibv/verbs/device.hpp"
-#include "ibv/verbs/error.hpp"
 
 namespace ibv {
 namespace detail {
 namespace {
+
+// rdma_resolve_addr's and rdma_resolve_route's timeout: whole milliseconds, rounded up, as an int.
+int whole_milliseconds(Duration timeout) {
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout).count();
+  return static_cast<int>(std::min<std::chrono::milliseconds::rep>(ms, INT_MAX));
+}
 
 std::string device_name(const rdma_cm_id& id) {
   if (id.verbs == nullptr) return "(none)";
@@ -126,17 +134,17 @@ Channel Channel::connect(std::string_view address, std::uint16_t port,
   // A little longer than rdma_cm's own timeouts, so that their error events (with the reason)
   // arrive before our deadline does.
   constexpr auto kGrace = std::chrono::milliseconds(500);
-  auto expect = [&](rdma_cm_event_type wanted, std::chrono::milliseconds timeout,
+  auto expect = [&](rdma_cm_event_type wanted, Duration timeout,
                     std::string_view phase) -> detail::CmEvent {
     const auto deadline = detail::CmClock::now() + timeout;
     for (;;) {
       auto event = detail::next_event(endpoint.channel.get(), deadline, kOperation);
       if (!event) {
-        throw Error(ErrorKind::timeout, kOperation, ETIMEDOUT,
-                    std::string(phase) + " " + peer + " took longer than " +
-                        std::to_string(timeout.count()) + " ms",
-                    "is the peer up, and is the address reachable through an RDMA device? "
-                    "Raise the timeout in ConnectOptions for slow networks");
+        throw Error(
+            ErrorKind::timeout, kOperation, ETIMEDOUT,
+            std::string(phase) + " " + peer + " took longer than " + detail::duration_text(timeout),
+            "is the peer up, and is the address reachable through an RDMA device? "
+            "Raise the timeout in ConnectOptions for slow networks");
       }
       if ((*event)->event == wanted) return std::move(*event);
       detail::throw_event_error(**event, kOperation, phase, peer);
@@ -144,13 +152,13 @@ Channel Channel::connect(std::string_view address, std::uint16_t port,
   };
 
   if (rdma_resolve_addr(id, nullptr, destination.native(),
-                        static_cast<int>(options.address_timeout.count())) != 0) {
+                        detail::whole_milliseconds(options.address_timeout)) != 0) {
     detail::throw_cm_error("rdma_resolve_addr", errno, "resolving " + peer,
                            "is the address reachable through an RDMA device's netdev?");
   }
   (void)expect(RDMA_CM_EVENT_ADDR_RESOLVED, options.address_timeout + kGrace,
                "resolving the address");
-  if (rdma_resolve_route(id, static_cast<int>(options.route_timeout.count())) != 0) {
+  if (rdma_resolve_route(id, detail::whole_milliseconds(options.route_timeout)) != 0) {
     detail::throw_cm_error("rdma_resolve_route", errno, "resolving the route to " + peer);
   }
   (void)expect(RDMA_CM_EVENT_ROUTE_RESOLVED, options.route_timeout + kGrace,

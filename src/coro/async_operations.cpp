@@ -6,9 +6,8 @@
 
 namespace ibv {
 
-std::chrono::nanoseconds detail::async_timeout(const Channel::Timeout& timeout,
-                                               std::chrono::milliseconds fallback,
-                                               const char* operation) {
+Duration detail::async_timeout(const Channel::Timeout& timeout, Duration fallback,
+                               const char* operation) {
   detail::check_positive_timeout(timeout, operation, "nothing was posted");
   return timeout.value_or(fallback);
 }

@@ -7,12 +7,11 @@
 
 #include "channel/channel_core.hpp"
 #include "detail/positive_timeout.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 
-AsyncWork::AsyncWork(PendingWork work, std::optional<std::chrono::nanoseconds> timeout,
-                     const char* operation)
+AsyncWork::AsyncWork(PendingWork work, std::optional<Duration> timeout, const char* operation)
     : work_(std::move(work)),
       timeout_(timeout.value_or(work_.operation_timeout())),
       operation_(operation) {

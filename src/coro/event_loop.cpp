@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 
@@ -103,7 +103,7 @@ std::size_t EventLoop::run_once() {
   return resumed;
 }
 
-bool EventLoop::run(std::optional<std::chrono::nanoseconds> timeout) {
+bool EventLoop::run(std::optional<Duration> timeout) {
   const auto deadline =
       timeout ? std::optional(std::chrono::steady_clock::now() + *timeout) : std::nullopt;
   last_progress_ = std::chrono::steady_clock::now();

@@ -1,20 +1,32 @@
-// The one check of a caller's timeout in nanoseconds: see positive_timeout.hpp.
+// The one check of a caller's length of time, and its text: see positive_timeout.hpp.
 #include "detail/positive_timeout.hpp"
 
 #include <string>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::detail {
 
-void check_positive_timeout(std::chrono::nanoseconds timeout, std::string_view operation,
-                            std::string_view outcome) {
-  if (timeout.count() > 0) [[likely]] {
+std::string duration_text(Duration duration) {
+  using namespace std::chrono;
+  const auto count = duration.count();
+  if (count % duration_cast<nanoseconds>(1ms).count() == 0) {
+    return std::to_string(duration_cast<milliseconds>(duration).count()) + " ms";
+  }
+  if (count % duration_cast<nanoseconds>(1us).count() == 0) {
+    return std::to_string(duration_cast<microseconds>(duration).count()) + " us";
+  }
+  return std::to_string(count) + " ns";
+}
+
+void check_positive(Duration value, std::string_view argument, std::string_view operation,
+                    std::string_view outcome) {
+  if (value.count() > 0) [[likely]] {
     return;
   }
   std::string reason = "is not positive";
   if (!outcome.empty()) reason.append("; ").append(outcome);
-  throw_invalid_argument(operation, "timeout " + std::to_string(timeout.count()) + " ns", reason);
+  throw_invalid_argument(operation, std::string(argument) + " " + duration_text(value), reason);
 }
 
 }  // namespace ibv::detail

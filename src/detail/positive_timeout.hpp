@@ -1,11 +1,13 @@
-// Private: the one check of a caller's timeout in nanoseconds (the blocking calls of Channel
-// and MultiChannel, their async_* forms, AsyncWork), so that every one says the same thing.
+// Private: the one check of a caller's timeout or other length of time (ibv::Duration) and the
+// one way a message writes one, so that every check says the same thing in the same units.
 #pragma once
 
 #include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "ibv/duration.hpp"
 
 namespace ibv::detail {
 
@@ -17,20 +19,30 @@ struct QualifiedName {
   [[nodiscard]] std::string joined() const { return std::string(owner).append(name); }
 };
 
-/// Throws ibv::Error (invalid_argument) for `operation`, naming "timeout N ns", unless
-/// `timeout` is positive. `outcome`, when given, follows the reason ("is not positive; nothing
-/// was posted").
-void check_positive_timeout(std::chrono::nanoseconds timeout, std::string_view operation,
-                            std::string_view outcome = {});
+/// `duration` for a message, in the largest of ms, us and ns that shows it exactly
+/// ("10000 ms", "0 ms", "20 us", "-1 ns").
+[[nodiscard]] std::string duration_text(Duration duration);
+
+/// Throws ibv::Error (invalid_argument) for `operation`, naming "`argument` <duration_text>",
+/// unless `value` is positive. `outcome`, when given, follows the reason ("is not positive;
+/// nothing was posted").
+void check_positive(Duration value, std::string_view argument, std::string_view operation,
+                    std::string_view outcome = {});
+
+/// check_positive for an argument called "timeout".
+inline void check_positive_timeout(Duration timeout, std::string_view operation,
+                                   std::string_view outcome = {}) {
+  check_positive(timeout, "timeout", operation, outcome);
+}
 
 /// The same for a caller's optional timeout: an unset one passes (the default applies).
-inline void check_positive_timeout(const std::optional<std::chrono::nanoseconds>& timeout,
+inline void check_positive_timeout(const std::optional<Duration>& timeout,
                                    std::string_view operation, std::string_view outcome = {}) {
   if (timeout) check_positive_timeout(*timeout, operation, outcome);
 }
 
 /// The same for an operation named in two parts, joined only when the check fails.
-inline void check_positive_timeout(const std::optional<std::chrono::nanoseconds>& timeout,
+inline void check_positive_timeout(const std::optional<Duration>& timeout,
                                    const QualifiedName& operation, std::string_view outcome = {}) {
   if (timeout && timeout->count() <= 0) {
     check_positive_timeout(*timeout, operation.joined(), outcome);

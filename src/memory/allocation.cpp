@@ -14,7 +14,7 @@
 #include <sstream>
 #include <utility>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "memory/size_math.hpp"
 #include "memory/sysfs.hpp"
 

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "memory/size_math.hpp"
 
 namespace ibv {

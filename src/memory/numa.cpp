@@ -15,7 +15,7 @@
 #include <memory>
 #include <sstream>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "memory/sysfs.hpp"
 
 namespace ibv {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::detail {
 

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "detail/positive_timeout.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "multi_channel/peer_batch.hpp"
 
 namespace ibv {

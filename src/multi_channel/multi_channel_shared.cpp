@@ -9,24 +9,19 @@
 
 #include "channel/wait_loop.hpp"
 #include "detail/positive_timeout.hpp"
+#include "ibv/error.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
-#include "ibv/verbs/error.hpp"
 
 namespace ibv {
 namespace {
-
-std::string milliseconds(std::chrono::nanoseconds duration) {
-  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(duration).count()) +
-         " ms";
-}
 
 void check_timeout(const MultiChannel::Timeout& timeout, std::string_view operation) {
   detail::check_positive_timeout(timeout, detail::QualifiedName{"MultiChannel::", operation});
 }
 
-[[noreturn]] void throw_timeout(std::string_view operation, std::chrono::nanoseconds limit) {
+[[noreturn]] void throw_timeout(std::string_view operation, Duration limit) {
   throw Error(ErrorKind::timeout, "MultiChannel::" + std::string(operation), ETIMEDOUT,
-              "no message arrived from any peer within " + milliseconds(limit),
+              "no message arrived from any peer within " + detail::duration_text(limit),
               "are the peers sending, and (on a plain shared receive queue) are receives posted?");
 }
 
@@ -34,8 +29,8 @@ void check_timeout(const MultiChannel::Timeout& timeout, std::string_view operat
 /// peer's channel has the same): wait_by_mode over every peer's completion queue, which share
 /// one completion channel. nullopt when the time is up.
 template <typename Poll>
-auto wait_for_any(std::vector<std::optional<Channel>>& channels, std::chrono::nanoseconds limit,
-                  Poll&& poll) -> decltype(poll()) {
+auto wait_for_any(std::vector<std::optional<Channel>>& channels, Duration limit, Poll&& poll)
+    -> decltype(poll()) {
   const Channel* first = nullptr;
   for (const auto& channel : channels) {
     if (channel) {

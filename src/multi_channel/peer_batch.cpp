@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "channel/channel_core.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::detail {
 namespace {

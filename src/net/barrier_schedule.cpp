@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::net {
 namespace {

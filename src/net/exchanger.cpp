@@ -24,6 +24,7 @@
 #include <string_view>
 #include <utility>
 
+#include "detail/positive_timeout.hpp"
 #include "ibv/net/exchange_message.hpp"
 #include "net/incoming_message.hpp"
 
@@ -807,7 +808,7 @@ void Exchanger::State::throw_timeout() const {
   }
   throw Error(ErrorKind::timeout, kExchange, ETIMEDOUT,
               "rank " + std::to_string(rank) + " timed out after " +
-                  std::to_string(options.timeout.count()) + " ms waiting for " +
+                  ibv::detail::duration_text(options.timeout) + " waiting for " +
                   rank_list(waiting) + " (" + reasons + ")",
               "every rank must call exchange() equally often; raise ExchangerOptions::timeout "
               "when the ranks start further apart");
@@ -821,17 +822,8 @@ Exchanger::Exchanger(NetworkConfig config, std::uint32_t rank, ExchangerOptions 
                                std::to_string(config_.world_size()) + " ranks (0.." +
                                std::to_string(config_.world_size() - 1) + ")");
   }
-  if (options_.timeout.count() <= 0) {
-    throw_invalid_argument(kConstruct,
-                           "options.timeout " + std::to_string(options_.timeout.count()) + " ms",
-                           "is not positive");
-  }
-  if (options_.retry_interval.count() <= 0) {
-    throw_invalid_argument(
-        kConstruct,
-        "options.retry_interval " + std::to_string(options_.retry_interval.count()) + " ms",
-        "is not positive");
-  }
+  ibv::detail::check_positive(options_.timeout, "options.timeout", kConstruct);
+  ibv::detail::check_positive(options_.retry_interval, "options.retry_interval", kConstruct);
   if (options_.max_message_size == 0 ||
       options_.max_message_size > std::numeric_limits<std::uint32_t>::max()) {
     throw_invalid_argument(kConstruct,

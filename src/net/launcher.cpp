@@ -11,7 +11,7 @@
 #include <string>
 #include <system_error>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::net {
 namespace {

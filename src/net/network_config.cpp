@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "detail/brief_quote.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::net {
 namespace {

@@ -6,8 +6,9 @@
 #include <string>
 #include <utility>
 
+#include "detail/positive_timeout.hpp"
+#include "ibv/error.hpp"
 #include "ibv/net/exchanger.hpp"
-#include "ibv/verbs/error.hpp"
 #include "net/rdma_barrier.hpp"
 
 namespace ibv::net {
@@ -24,7 +25,7 @@ NodeBuilder& NodeBuilder::barrier_algorithm(BarrierAlgorithm algorithm) noexcept
   return *this;
 }
 
-NodeBuilder& NodeBuilder::barrier_timeout(std::chrono::milliseconds timeout) noexcept {
+NodeBuilder& NodeBuilder::barrier_timeout(Duration timeout) noexcept {
   barrier_timeout_ = timeout;
   return *this;
 }
@@ -70,11 +71,7 @@ NodeBuilder& NodeBuilder::completion_channel(const CompletionChannel& channel) {
 }
 
 PreparedNode NodeBuilder::build() const {
-  if (barrier_timeout_.count() <= 0) {
-    throw_invalid_argument("NodeBuilder::build",
-                           "barrier_timeout " + std::to_string(barrier_timeout_.count()) + " ms",
-                           "is not positive");
-  }
+  ibv::detail::check_positive(barrier_timeout_, "barrier_timeout", "NodeBuilder::build");
   (void)round_count(algorithm_, 1);  // rejects a value that is not one of the enumerators
   // The channels first: their settings are checked against the device before anything is
   // made, so bad settings do not register the barrier slots just to free them again.
@@ -87,7 +84,7 @@ PreparedNode NodeBuilder::build() const {
 
 PreparedNode::PreparedNode(PreparedMultiChannel channels,
                            std::unique_ptr<detail::RdmaBarrier> barrier, BarrierAlgorithm algorithm,
-                           std::chrono::milliseconds barrier_timeout)
+                           Duration barrier_timeout)
     : channels_(std::move(channels)),
       barrier_(std::move(barrier)),
       algorithm_(algorithm),
@@ -164,7 +161,7 @@ Node PreparedNode::connect(Exchanger& exchanger) && {
 }
 
 Node::Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
-           BarrierAlgorithm algorithm, std::chrono::milliseconds barrier_timeout)
+           BarrierAlgorithm algorithm, Duration barrier_timeout)
     : MultiChannel(std::move(channels)),
       barrier_(std::move(barrier)),
       algorithm_(algorithm),
@@ -188,10 +185,7 @@ void Node::run_barrier(const BarrierGroup* group, const BarrierOptions& options)
     throw Error(ErrorKind::state, "Node::barrier", EINVAL, "the Node was moved from");
   }
   const auto timeout = options.timeout.value_or(timeout_);
-  if (timeout.count() <= 0) {
-    throw_invalid_argument("Node::barrier", "timeout " + std::to_string(timeout.count()) + " ms",
-                           "is not positive; the barrier was not entered");
-  }
+  ibv::detail::check_positive_timeout(timeout, "Node::barrier", "the barrier was not entered");
   const auto algorithm = options.algorithm.value_or(algorithm_);
   (void)round_count(algorithm, 1);  // rejects a value that is not one of the enumerators
   barrier_->run(*this, group != nullptr ? *group : barrier_->all_ranks(), algorithm, timeout);

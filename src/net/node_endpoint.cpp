@@ -5,7 +5,7 @@
 #include <string>
 
 #include "detail/big_endian.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::net {
 namespace {

@@ -8,7 +8,8 @@
 #include <cerrno>
 #include <thread>
 
-#include "ibv/verbs/error.hpp"
+#include "detail/positive_timeout.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::net::detail {
 namespace {
@@ -100,7 +101,7 @@ const std::vector<BarrierStep>& RdmaBarrier::schedule(const BarrierGroup& group,
 }
 
 void RdmaBarrier::run(MultiChannel& channels, const BarrierGroup& group, BarrierAlgorithm algorithm,
-                      std::chrono::milliseconds timeout) {
+                      Duration timeout) {
   if (poison_) {
     throw Error(ErrorKind::state, kOperation, EIO,
                 "the barrier is poisoned by an earlier failure: " + *poison_,
@@ -155,10 +156,9 @@ void RdmaBarrier::await(std::size_t round, std::span<const std::uint32_t> sender
     reap(std::nullopt);
     if (Clock::now() >= deadline) {
       throw Error(ErrorKind::timeout, kOperation, ETIMEDOUT,
-                  current() + " timed out after " + std::to_string(timeout_.count()) +
-                      " ms in round " + std::to_string(round + 1) + " of " +
-                      std::to_string(rounds_) + ", still waiting for rank(s) " +
-                      ranks_text(waiting),
+                  current() + " timed out after " + ibv::detail::duration_text(timeout_) +
+                      " in round " + std::to_string(round + 1) + " of " + std::to_string(rounds_) +
+                      ", still waiting for rank(s) " + ranks_text(waiting),
                   "a rank that never arrives (exited, stuck, or in another barrier or subset) "
                   "holds everyone up; " +
                       std::string(kPoisonHint));
@@ -193,7 +193,7 @@ void RdmaBarrier::reap(std::optional<Clock::time_point> deadline) {
       if (!completion) {
         throw Error(ErrorKind::timeout, kOperation, ETIMEDOUT,
                     current() + ": the signal to rank " + std::to_string(peer) +
-                        " did not complete within " + std::to_string(timeout_.count()) + " ms",
+                        " did not complete within " + ibv::detail::duration_text(timeout_),
                     "rank " + std::to_string(peer) + " may have exited or its device failed; " +
                         std::string(kPoisonHint));
       }

@@ -41,7 +41,7 @@ class RdmaBarrier {
   /// Runs this rank's part of a barrier of `group` by `algorithm`, within `timeout`. Throws
   /// ibv::Error (state) at once when poisoned; poisons and throws on any failure.
   void run(MultiChannel& channels, const BarrierGroup& group, BarrierAlgorithm algorithm,
-           std::chrono::milliseconds timeout);
+           Duration timeout);
 
   [[nodiscard]] bool poisoned() const noexcept { return poison_.has_value(); }
 
@@ -82,7 +82,7 @@ class RdmaBarrier {
   const BarrierGroup* group_ = nullptr;
   BarrierAlgorithm algorithm_ = BarrierAlgorithm::dissemination;
   std::size_t rounds_ = 0;
-  std::chrono::milliseconds timeout_{0};
+  Duration timeout_{};
   std::optional<std::string> poison_;
 };
 

@@ -6,10 +6,14 @@
 #include <infiniband/verbs.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <string>
 
-#include "ibv/verbs/error.hpp"
+#include "detail/positive_timeout.hpp"
+#include "ibv/error.hpp"
 #include "ibv/verbs/queue_pair.hpp"
 #include "ibv/verbs/shared_receive_queue.hpp"
 
@@ -40,10 +44,9 @@ std::string AsyncEvent::to_string() const {
   return text;
 }
 
-std::optional<AsyncEvent> read_async_event(const Context& context,
-                                           std::chrono::milliseconds timeout) {
+std::optional<AsyncEvent> read_async_event(const Context& context, Duration timeout) {
   if (timeout.count() < 0) {
-    throw_invalid_argument("read_async_event", "timeout " + std::to_string(timeout.count()) + " ms",
+    throw_invalid_argument("read_async_event", "timeout " + detail::duration_text(timeout),
                            "is negative");
   }
   ibv_context* native = context.native();
@@ -80,11 +83,14 @@ std::optional<AsyncEvent> read_async_event(const Context& context,
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
       throw_verb_error("ibv_get_async_event", errno, context.name());
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return std::nullopt;
+    const auto remaining = deadline - std::chrono::steady_clock::now();
+    if (remaining.count() <= 0) return std::nullopt;
+    // poll() counts milliseconds: round up, so the wait never ends before the deadline.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(remaining);
     pollfd descriptor{native->async_fd, POLLIN, 0};
-    if (::poll(&descriptor, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) {
+    const auto wait =
+        static_cast<int>(std::min<std::chrono::milliseconds::rep>(left.count(), INT_MAX));
+    if (::poll(&descriptor, 1, wait) < 0 && errno != EINTR) {
       throw_verb_error("poll (async events)", errno, context.name());
     }
   }

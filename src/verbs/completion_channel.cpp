@@ -11,7 +11,7 @@
 #include <limits>
 #include <string>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "verbs/cq_events.hpp"
 
 namespace ibv {
@@ -53,7 +53,7 @@ CompletionChannel::CompletionChannel(const Context& context) : context_(context)
 
 int CompletionChannel::fd() const noexcept { return channel_->fd; }
 
-bool CompletionChannel::wait(std::chrono::nanoseconds timeout) const {
+bool CompletionChannel::wait(Duration timeout) const {
   if (timeout.count() < 0) {
     throw_invalid_argument("CompletionChannel::wait",
                            "timeout " + std::to_string(timeout.count()) + " ns", "is negative");
@@ -91,7 +91,7 @@ std::size_t CompletionChannel::consume_events() const {
   }
 }
 
-std::size_t CompletionChannel::wait_and_consume(std::chrono::nanoseconds timeout) const {
+std::size_t CompletionChannel::wait_and_consume(Duration timeout) const {
   return wait(timeout) ? consume_events() : 0;
 }
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "verbs/cq_events.hpp"
 
 namespace ibv {

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <string>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 namespace {

@@ -10,7 +10,7 @@
 #include <span>
 #include <string>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 namespace {

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "detail/big_endian.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 namespace {

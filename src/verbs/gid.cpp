@@ -9,7 +9,7 @@
 #include <string>
 
 #include "detail/brief_quote.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 namespace {

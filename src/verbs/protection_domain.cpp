@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "ibv/verbs/memory_region.hpp"
 #include "verbs/registration_error.hpp"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "verbs/atomic_check.hpp"
 #include "verbs/queue_pair_resolve.hpp"
 

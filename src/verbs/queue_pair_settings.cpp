@@ -5,7 +5,7 @@
 #include <random>
 #include <string>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "ibv/verbs/mtu.hpp"
 
 namespace ibv {
@@ -62,15 +62,15 @@ AckTimeout::AckTimeout(std::uint8_t exponent) : exponent_(exponent) {
   }
 }
 
-AckTimeout AckTimeout::at_least(std::chrono::nanoseconds duration) {
+AckTimeout AckTimeout::at_least(Duration duration) {
   for (std::uint8_t exponent = 1; exponent < 31; ++exponent) {
     if (AckTimeout(Raw{exponent}).duration() >= duration) return AckTimeout(Raw{exponent});
   }
   return AckTimeout(Raw{31});
 }
 
-std::chrono::nanoseconds AckTimeout::duration() const noexcept {
-  if (exponent_ == 0) return std::chrono::nanoseconds(0);
+Duration AckTimeout::duration() const noexcept {
+  if (exponent_ == 0) return Duration{};
   // 4.096 us * 2^exponent = 4096 ns << exponent.
   return std::chrono::nanoseconds(std::int64_t{4096} << exponent_);
 }
@@ -100,18 +100,19 @@ RnrTimer::RnrTimer(std::uint8_t code) : code_(code) {
   }
 }
 
-RnrTimer RnrTimer::at_least(std::chrono::microseconds duration) {
+RnrTimer RnrTimer::at_least(Duration duration) {
   std::size_t best = 0;  // 655.36 ms, the longest
   for (std::size_t code = 1; code < kRnrTimerMicros.size(); ++code) {
     const auto micros = kRnrTimerMicros[code];
-    if (micros >= duration.count() && (best == 0 || micros < kRnrTimerMicros[best])) {
+    if (std::chrono::microseconds(micros) >= duration &&
+        (best == 0 || micros < kRnrTimerMicros[best])) {
       best = code;
     }
   }
   return RnrTimer(Raw{static_cast<std::uint8_t>(best)});
 }
 
-std::chrono::microseconds RnrTimer::duration() const noexcept {
+Duration RnrTimer::duration() const noexcept {
   return std::chrono::microseconds(kRnrTimerMicros[code_]);
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "detail/big_endian.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 namespace detail {

@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 namespace {

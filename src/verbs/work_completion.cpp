@@ -1,4 +1,4 @@
-// Names, explanations and formatting of work completions, and WorkError.
+// Names, explanations and formatting of work completions (WorkError is in src/error.cpp).
 #include "ibv/verbs/work_completion.hpp"
 
 #include <arpa/inet.h>
@@ -106,42 +106,5 @@ std::string WorkCompletion::to_string() const {
   if (const auto imm = immediate()) text += " immediate " + std::to_string(*imm);
   return text;
 }
-
-namespace {
-// errno_for and kind_for implement the list on WorkStatus (work_completion.hpp).
-int errno_for(WorkStatus status) {
-  switch (status) {
-    case WorkStatus::retry_exceeded:
-    case WorkStatus::response_timeout: return ETIMEDOUT;
-    case WorkStatus::rnr_retry_exceeded: return ECONNREFUSED;
-    case WorkStatus::remote_access_error:
-    case WorkStatus::local_protection_error:
-    case WorkStatus::local_access_error: return EACCES;
-    case WorkStatus::local_length_error: return EMSGSIZE;
-    case WorkStatus::work_request_flushed: return ECANCELED;
-    default: return EIO;
-  }
-}
-
-ErrorKind kind_for(WorkStatus status) {
-  switch (status) {
-    case WorkStatus::retry_exceeded:
-    case WorkStatus::response_timeout: return ErrorKind::timeout;
-    case WorkStatus::rnr_retry_exceeded: return ErrorKind::receiver_not_ready;
-    case WorkStatus::remote_access_error:
-    case WorkStatus::local_protection_error:
-    case WorkStatus::local_access_error: return ErrorKind::permission;
-    case WorkStatus::local_length_error:
-    case WorkStatus::remote_invalid_request: return ErrorKind::invalid_argument;
-    case WorkStatus::work_request_flushed: return ErrorKind::state;
-    default: return ErrorKind::driver;
-  }
-}
-}  // namespace
-
-WorkError::WorkError(const WorkCompletion& completion, std::string_view context)
-    : Error(kind_for(completion.status()), context.empty() ? "work request" : context,
-            errno_for(completion.status()), completion.to_string(), explain(completion.status())),
-      completion_(completion) {}
 
 }  // namespace ibv

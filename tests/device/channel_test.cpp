@@ -2,7 +2,7 @@
 // other on the test device, data checked byte by byte.
 // - every operation in the three styles: blocking, unpolled (PendingWork) and scoped;
 // - scopes that end badly: a throwing body (its exception comes out unchanged, after all work
-//   completed), failed completions (ScopeError), both at once, and a drain that times out;
+//   completed), failed completions (BatchError), both at once, and a drain that times out;
 // - 64 requests in flight at once, waited out of order: each handle gets its own completion;
 // - PendingWork dropped unpolled (the destructor waits), moved from, wait_for and wait timeouts;
 // - giving up (docs/safety.md, "No orphans"): a blocking receive, a scope and a dropped
@@ -525,7 +525,7 @@ TEST_F(ChannelScoped, StdRuntimeErrorFromAValueBodyIsNotWrapped) {
 
 // --- 3. failed completions in a scope ---------------------------------------------------------
 
-TEST_F(ChannelScoped, FailedCompletionIsAScopeErrorListingIt) {
+TEST_F(ChannelScoped, FailedCompletionIsABatchErrorListingIt) {
   std::uint64_t bad_id = 0;
   std::uint64_t flushed_id = 0;
   try {
@@ -536,7 +536,7 @@ TEST_F(ChannelScoped, FailedCompletionIsAScopeErrorListingIt) {
       return 1;
     });
     ADD_FAILURE() << "the scope returned " << value;
-  } catch (const ScopeError& error) {
+  } catch (const BatchError& error) {
     EXPECT_FALSE(error.body_failed());
     EXPECT_EQ(error.body_exception(), nullptr);
     EXPECT_TRUE(error.timed_out().empty());
@@ -552,14 +552,14 @@ TEST_F(ChannelScoped, FailedCompletionIsAScopeErrorListingIt) {
   }
 }
 
-TEST_F(ChannelScoped, FailedCompletionAndThrowingBodyIsAScopeErrorCarryingTheBodysException) {
+TEST_F(ChannelScoped, FailedCompletionAndThrowingBodyIsABatchErrorCarryingTheBodysException) {
   try {
     a->scope([&](ChannelScope& s) {
       s.post_write(gather_a(0, 64), wrong_rkey_b(0, 64));
       throw BodyFailure("the body gave up");
     });
     ADD_FAILURE() << "the scope returned";
-  } catch (const ScopeError& error) {
+  } catch (const BatchError& error) {
     EXPECT_TRUE(error.body_failed());
     ASSERT_EQ(error.failed_completions().size(), 1U) << error.what();
     EXPECT_EQ(error.failed_completions()[0].status(), WorkStatus::remote_access_error);
@@ -770,7 +770,7 @@ TEST_F(ChannelGivingUp, OtherRequestsInFlightAreFlushed) {
 }
 
 // A scope whose receive never gets a message: the scope cancels it at its exit, then throws
-// ScopeError (timeout) naming it; a late message does not land in the buffer.
+// BatchError (timeout) naming it; a late message does not land in the buffer.
 TEST_F(ChannelGivingUp, AScopeWhoseReceiveTimesOutCancelsItBeforeItThrows) {
   connect(default_settings(), ChannelTimeouts{.operation = 300ms, .drop = 1s});
   std::ranges::fill(b_bytes(0, 1024), kCanary);
@@ -779,7 +779,7 @@ TEST_F(ChannelGivingUp, AScopeWhoseReceiveTimesOutCancelsItBeforeItThrows) {
   try {
     b->scope([&](ChannelScope& s) { receive_id = s.post_receive(scatter_b(0, 1024)).wr_id(); });
     ADD_FAILURE() << "the scope returned";
-  } catch (const ScopeError& error) {
+  } catch (const BatchError& error) {
     EXPECT_EQ(error.kind(), ErrorKind::timeout);
     EXPECT_FALSE(error.body_failed());
     EXPECT_TRUE(error.failed_completions().empty());

@@ -369,7 +369,7 @@ TEST_F(MultiChannelTest, AFailureInAScopeNamesItsPeer) {
       scope.post_write(2, from, PeerRemoteMemoryRegion(2, bad_key));
     });
     FAIL() << "a write with a wrong rkey succeeded";
-  } catch (const ScopeError& error) {
+  } catch (const BatchError& error) {
     ASSERT_EQ(error.failed_completions().size(), 1U) << error.what();
     EXPECT_EQ(error.failed_completions()[0].status(), WorkStatus::remote_access_error);
     EXPECT_EQ(nodes[0].peer_of(error.failed_completions()[0]), 2U);
@@ -388,7 +388,7 @@ TEST_F(MultiChannelTest, ABatchFailureNamesItsPeerAfterTheRestCompleted) {
   try {
     (void)nodes[0].scatter_write(writes);
     FAIL() << "a write with a wrong rkey succeeded";
-  } catch (const ScopeError& error) {
+  } catch (const BatchError& error) {
     EXPECT_THAT(error.what(), ::testing::HasSubstr("MultiChannel::scatter_write"));
     EXPECT_THAT(error.what(), ::testing::HasSubstr("peer 1: "));
     ASSERT_EQ(error.failed_completions().size(), 1U);
@@ -409,13 +409,13 @@ TEST_F(MultiChannelTest, ManualScopeComplainsAboutUnpolledWorkNamingThePeer) {
   EXPECT_TRUE(receive.wait().ok());
 }
 
-TEST_F(MultiChannelTest, TimedOutBatchIsAScopeErrorNamingThePeer) {
+TEST_F(MultiChannelTest, TimedOutBatchIsABatchErrorNamingThePeer) {
   std::ranges::fill(chunk(0, 0), std::byte{0xC5});  // a canary
   const std::array at{mrs[0].scatter(chunk(0, 0))};
   try {
     (void)nodes[0].gather_receive(std::array{PeerReceive{2, at}}, 200ms);
     FAIL() << "a receive completed with no sender";
-  } catch (const ScopeError& error) {
+  } catch (const BatchError& error) {
     EXPECT_EQ(error.kind(), ErrorKind::timeout);
     EXPECT_EQ(error.timed_out().size(), 1U);
     EXPECT_THAT(error.what(), ::testing::HasSubstr("peer 2: wr_id"));

@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "support/error_matchers.hpp"
 
 namespace ibv_test {

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv_test {
 

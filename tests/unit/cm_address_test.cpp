@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "cm/address.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::detail {
 namespace {
@@ -71,7 +71,7 @@ TEST(CmAddress, ListenersTakeTheWildcards) {
 TEST(CmOptions, DefaultsPass) { EXPECT_NO_THROW(check_options(ConnectOptions{}, "test")); }
 
 TEST(CmOptions, EveryTimeoutMustBePositive) {
-  using Field = std::chrono::milliseconds ConnectOptions::*;
+  using Field = Duration ConnectOptions::*;
   for (Field field : {&ConnectOptions::address_timeout, &ConnectOptions::route_timeout,
                       &ConnectOptions::connect_timeout}) {
     for (auto value : {0ms, -5ms}) {

@@ -14,7 +14,7 @@
 
 #include "ibv/coro/event_loop.hpp"
 #include "ibv/coro/task.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace {
 

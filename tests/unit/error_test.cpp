@@ -1,6 +1,6 @@
 // Tests ibv::Error (message composition, error code, kind, copying), throw_invalid_argument and
 // throw_verb_error (errno classification and the per-verb hints).
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 #include <sys/resource.h>
 

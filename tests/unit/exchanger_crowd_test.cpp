@@ -26,10 +26,10 @@
 
 #include <gtest/gtest.h>
 
+#include "ibv/error.hpp"
 #include "ibv/net/exchange_message.hpp"
 #include "ibv/net/exchanger.hpp"
 #include "ibv/net/network_config.hpp"
-#include "ibv/verbs/error.hpp"
 #include "loopback_exchange.hpp"
 
 namespace {

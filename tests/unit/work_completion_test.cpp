@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ibv/error.hpp"
 #include "support/text.hpp"
 
 namespace {
@@ -283,7 +284,7 @@ TEST(WorkError, EveryStatusHasTheKindAndErrnoListedOnWorkStatus) {
       {IBV_WC_REM_INV_REQ_ERR, invalid_argument, EIO},
       {IBV_WC_REM_ACCESS_ERR, permission, EACCES},
       {IBV_WC_REM_OP_ERR, driver, EIO},
-      {IBV_WC_RETRY_EXC_ERR, timeout, ETIMEDOUT},
+      {IBV_WC_RETRY_EXC_ERR, connection, ETIMEDOUT},
       {IBV_WC_RNR_RETRY_EXC_ERR, receiver_not_ready, ECONNREFUSED},
       {IBV_WC_LOC_RDD_VIOL_ERR, driver, EIO},
       {IBV_WC_REM_INV_RD_REQ_ERR, driver, EIO},
@@ -291,7 +292,7 @@ TEST(WorkError, EveryStatusHasTheKindAndErrnoListedOnWorkStatus) {
       {IBV_WC_INV_EECN_ERR, driver, EIO},
       {IBV_WC_INV_EEC_STATE_ERR, driver, EIO},
       {IBV_WC_FATAL_ERR, driver, EIO},
-      {IBV_WC_RESP_TIMEOUT_ERR, timeout, ETIMEDOUT},
+      {IBV_WC_RESP_TIMEOUT_ERR, connection, ETIMEDOUT},
       {IBV_WC_GENERAL_ERR, driver, EIO},
       {IBV_WC_TM_ERR, driver, EIO},
       {IBV_WC_TM_RNDV_INCOMPLETE, driver, EIO},
@@ -321,6 +322,41 @@ TEST(WorkError, IsCatchableAsIbvError) {
     EXPECT_TRUE(contains(error.what(), "rnr_retry_exceeded")) << error.what();
   }
   EXPECT_TRUE(caught);
+}
+
+}  // namespace
+
+namespace {
+
+ibv::BatchError batch(std::vector<ibv::WorkCompletion> failed,
+                      std::vector<std::uint64_t> timed_out) {
+  return {"Channel::scope", nullptr, std::move(failed), std::move(timed_out), "x"};
+}
+
+// BatchError's kind and errno, as its contract in ibv/error.hpp states them.
+TEST(BatchError, KindIsTimeoutWhenARequestTimedOut) {
+  const auto error = batch({failed(1, IBV_WC_REM_ACCESS_ERR)}, {2});
+  EXPECT_EQ(error.kind(), ibv::ErrorKind::timeout);
+  EXPECT_EQ(error.errno_value(), ETIMEDOUT);
+}
+
+TEST(BatchError, KindIsTheFailuresKindWhenTheyAgree) {
+  const auto error =
+      batch({failed(1, IBV_WC_RNR_RETRY_EXC_ERR), failed(2, IBV_WC_RNR_RETRY_EXC_ERR)}, {});
+  EXPECT_EQ(error.kind(), ibv::ErrorKind::receiver_not_ready);
+  EXPECT_EQ(error.errno_value(), ECONNREFUSED);
+  const auto access = batch({failed(1, IBV_WC_REM_ACCESS_ERR), failed(2, IBV_WC_LOC_PROT_ERR)}, {});
+  EXPECT_EQ(access.kind(), ibv::ErrorKind::permission);  // two statuses, one kind and errno
+  EXPECT_EQ(access.errno_value(), EACCES);
+}
+
+TEST(BatchError, KindIsDriverWhenTheFailuresDisagreeOrOnlyTheBodyFailed) {
+  const auto mixed = batch({failed(1, IBV_WC_REM_ACCESS_ERR), failed(2, IBV_WC_WR_FLUSH_ERR)}, {});
+  EXPECT_EQ(mixed.kind(), ibv::ErrorKind::driver);
+  EXPECT_EQ(mixed.errno_value(), EIO);
+  const auto body = batch({}, {});
+  EXPECT_EQ(body.kind(), ibv::ErrorKind::driver);
+  EXPECT_EQ(body.errno_value(), EIO);
 }
 
 }  // namespace

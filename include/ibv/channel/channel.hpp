@@ -23,6 +23,7 @@
 #include "ibv/channel/shared_receive_pool.hpp"
 #include "ibv/channel/wait_mode.hpp"
 #include "ibv/cm/connect_options.hpp"
+#include "ibv/duration.hpp"
 #include "ibv/verbs/completion_channel.hpp"
 #include "ibv/verbs/endpoint.hpp"
 #include "ibv/verbs/protection_domain.hpp"
@@ -166,7 +167,7 @@ class PreparedChannel {
 /// reason, so none is lost to a blocking send.
 class Channel {
  public:
-  using Timeout = std::optional<std::chrono::nanoseconds>;
+  using Timeout = std::optional<Duration>;
 
   /// Throws ibv::Error (invalid_argument) when `wait` sleeps and `cq` has no completion
   /// channel, or when `pool` is not the SharedReceivePool whose queue `qp` was built on.
@@ -323,7 +324,7 @@ class Channel {
   /// Runs `body` with a ChannelScope and returns what it returns (by value), after every
   /// request posted through the scope has completed, also when the body throws. If nothing
   /// failed but the body, its own exception comes out unchanged; if completions failed, a
-  /// ScopeError lists them (and carries the body's exception, if any).
+  /// BatchError lists them (and carries the body's exception, if any).
   template <typename Body>
   requires std::is_invocable_v<Body, ChannelScope&>
   auto scope(Body&& body) -> std::decay_t<std::invoke_result_t<Body, ChannelScope&>> {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "ibv/duration.hpp"
 #include "ibv/verbs/work_completion.hpp"
 
 namespace ibv {
@@ -38,9 +39,6 @@ class ScopeWork;
 /// handles: none is lost, none is delivered twice.
 class [[nodiscard]] PendingWork {
  public:
-  /// Made by Channel::post (and the named post_* calls); not meant to be built directly.
-  PendingWork(std::shared_ptr<detail::ChannelCore> core, std::uint64_t wr_id) noexcept;
-
   PendingWork(PendingWork&& other) noexcept;
   /// Settles this handle's own request first (as the destructor does), then takes `other`'s.
   PendingWork& operator=(PendingWork&& other) noexcept;
@@ -57,7 +55,7 @@ class [[nodiscard]] PendingWork {
   /// Waits at most `timeout` (0: polls once); nullopt if the completion did not arrive in time.
   /// Throws ibv::WorkError if it failed, ibv::Error (invalid_argument) naming the timeout when
   /// it is negative (the request stays pending).
-  [[nodiscard]] std::optional<WorkCompletion> wait_for(std::chrono::nanoseconds timeout);
+  [[nodiscard]] std::optional<WorkCompletion> wait_for(Duration timeout);
 
   /// Whether the completion has been seen (by poll, wait or wait_for).
   [[nodiscard]] bool is_complete() const noexcept { return completion_.has_value(); }
@@ -65,6 +63,7 @@ class [[nodiscard]] PendingWork {
   [[nodiscard]] std::uint64_t wr_id() const noexcept { return wr_id_; }
 
  private:
+  friend class Channel;  // Channel::post and the named post_* calls make every handle
   friend class detail::ScopeBase;
   friend class detail::ScopeWork;
   friend class AsyncWork;  // the coroutine layer cancels on timeout, as the blocking calls do
@@ -73,6 +72,8 @@ class [[nodiscard]] PendingWork {
   /// the shared_ptr's atomic count on every scoped request. Moved out of the scope, the handle
   /// takes a share of the core, like any other.
   PendingWork(detail::ChannelCore& core, std::uint64_t wr_id) noexcept;
+  /// A handle that shares ownership of the channel's core.
+  PendingWork(std::shared_ptr<detail::ChannelCore> core, std::uint64_t wr_id) noexcept;
   /// Lets go of the channel (and of its ownership, if this handle shares it).
   void forget_core() noexcept {
     core_ = nullptr;
@@ -80,7 +81,7 @@ class [[nodiscard]] PendingWork {
   }
   void settle() noexcept;
   /// The channel's operation timeout (0 for a moved-from handle).
-  [[nodiscard]] std::chrono::milliseconds operation_timeout() const noexcept;
+  [[nodiscard]] Duration operation_timeout() const noexcept;
   /// Gives up on the request because of `reason`: cancels it (the channel's queue pair to the
   /// error state, its completions flushed; see docs/safety.md) and lets go of it.
   void cancel(std::string_view reason) noexcept;

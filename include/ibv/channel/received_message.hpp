@@ -11,6 +11,8 @@
 
 namespace ibv {
 
+class SharedReceivePool;
+
 namespace detail {
 class SharedReceivePoolCore;
 }
@@ -23,9 +25,9 @@ class ReceivedMessage {
  public:
   /// An empty message (holds no buffer).
   ReceivedMessage() noexcept = default;
-  /// Takes buffer `completion.wr_id()` of `pool`, which `completion` says a message landed in.
-  ReceivedMessage(std::shared_ptr<detail::SharedReceivePoolCore> pool,
-                  const WorkCompletion& completion) noexcept;
+  /// Takes buffer `completion.wr_id()` of `pool`, which `completion` (from a queue pair that
+  /// receives from `pool`) says a message landed in.
+  ReceivedMessage(const SharedReceivePool& pool, const WorkCompletion& completion) noexcept;
   ReceivedMessage(ReceivedMessage&& other) noexcept;
   ReceivedMessage& operator=(ReceivedMessage&& other) noexcept;
   ReceivedMessage(const ReceivedMessage&) = delete;

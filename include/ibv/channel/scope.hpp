@@ -1,6 +1,6 @@
 // Scopes of a Channel: ChannelScope, which Channel::scope() gives its body and which returns
 // only after all work posted through it has completed; ManualScope, where leaving work unpolled
-// is a bug; and ScopeError, what went wrong in a scope.
+// is a bug; and BatchError, what went wrong in a scope.
 #pragma once
 
 #include <array>
@@ -21,41 +21,12 @@
 #include "ibv/channel/operation.hpp"
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
 #include "ibv/verbs/work_completion.hpp"
 
 namespace ibv {
-
-/// A scope's failure: the completions that failed or did not arrive when the scope drained its
-/// work at the exit, and the body's own exception if it threw too. what() names them all (in a
-/// MultiChannel scope, with the peer of each). Also thrown by the MultiChannel calls that post
-/// to several peers and wait for all of them.
-class ScopeError : public Error {
- public:
-  /// `description` is what() after the operation's name (made by the scope).
-  ScopeError(std::string_view operation, std::exception_ptr body_error,
-             std::vector<WorkCompletion> failed, std::vector<std::uint64_t> timed_out,
-             std::string_view description);
-
-  /// Whether the body threw (its exception is body_exception()).
-  [[nodiscard]] bool body_failed() const noexcept { return body_error_ != nullptr; }
-  [[nodiscard]] std::exception_ptr body_exception() const noexcept { return body_error_; }
-  /// Completions drained at the exit that failed, in the order they were posted.
-  [[nodiscard]] const std::vector<WorkCompletion>& failed_completions() const noexcept {
-    return failed_;
-  }
-  /// wr_ids of requests that had not completed within the channel's timeout at the exit (the
-  /// scope cancelled them before it threw: see docs/safety.md, "No orphans").
-  /// In a MultiChannel scope wr_ids are per peer: what() names the peer of each.
-  [[nodiscard]] const std::vector<std::uint64_t>& timed_out() const noexcept { return timed_out_; }
-
- private:
-  std::exception_ptr body_error_;
-  std::vector<WorkCompletion> failed_;
-  std::vector<std::uint64_t> timed_out_;
-};
 
 namespace detail {
 /// What a scope found when it waited for its requests at the end. The peer vectors run
@@ -95,7 +66,7 @@ class ScopeWork {
   /// keeps what was found (the requests not seen complete only if `note_unpolled`). Requests
   /// that did not complete in time are cancelled. Afterwards nothing is kept.
   void drain(DrainResult& result, bool note_unpolled = true);
-  /// The end of a scope with a body: drains, then throws ScopeError if any request failed or
+  /// The end of a scope with a body: drains, then throws BatchError if any request failed or
   /// timed out, or rethrows `body_error` if only the body failed.
   void finish(std::string_view operation, const std::exception_ptr& body_error);
   /// The end of a manual scope: drains, then throws ibv::Error (state) if any request was left
@@ -105,7 +76,7 @@ class ScopeWork {
   /// stderr. Never throws.
   void abandon(std::string_view operation) noexcept;
   /// Waits for every request (all of them within `timeout` together) and returns their
-  /// completions in posting order; throws ScopeError naming `operation` if any failed or did
+  /// completions in posting order; throws BatchError naming `operation` if any failed or did
   /// not complete in time (after waiting for all the others). Afterwards nothing is kept.
   std::vector<WorkCompletion> complete_all(std::string_view operation,
                                            std::chrono::nanoseconds timeout);
@@ -310,18 +281,19 @@ class ScopeBase {
 /// leave it all to the scope.
 class ChannelScope : public detail::ScopeBase {
  public:
-  explicit ChannelScope(std::shared_ptr<detail::ChannelCore> core) noexcept;
   ChannelScope(const ChannelScope&) = delete;
   ChannelScope& operator=(const ChannelScope&) = delete;
   ChannelScope(ChannelScope&&) = delete;
   ChannelScope& operator=(ChannelScope&&) = delete;
   ~ChannelScope();
 
-  /// Used by Channel::scope(): waits for every request, then throws ScopeError if any failed,
+  /// Used by Channel::scope(): waits for every request, then throws BatchError if any failed,
   /// or rethrows `body_error` if only the body failed. Returns normally if nothing failed.
   void finish(const std::exception_ptr& body_error);
 
  private:
+  friend class Channel;  // Channel::scope() makes every ChannelScope
+  explicit ChannelScope(std::shared_ptr<detail::ChannelCore> core) noexcept;
   bool finished_ = false;
 };
 
@@ -332,7 +304,6 @@ class ChannelScope : public detail::ScopeBase {
 /// without close() does the same waiting and reports the bug loudly on stderr.
 class ManualScope : public detail::ScopeBase {
  public:
-  explicit ManualScope(std::shared_ptr<detail::ChannelCore> core) noexcept;
   ManualScope(const ManualScope&) = delete;
   ManualScope& operator=(const ManualScope&) = delete;
   ManualScope(ManualScope&&) = delete;
@@ -344,6 +315,8 @@ class ManualScope : public detail::ScopeBase {
   void close();
 
  private:
+  friend class Channel;  // Channel::manual_scope() makes every ManualScope
+  explicit ManualScope(std::shared_ptr<detail::ChannelCore> core) noexcept;
   bool closed_ = false;
 };
 

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "ibv/duration.hpp"
+
 namespace ibv {
 
 /// The ways of waiting for a completion.
@@ -37,14 +39,13 @@ enum class WaitStrategy : std::uint8_t {
 struct WaitMode {
   WaitStrategy strategy = WaitStrategy::spin;
   /// For spin_then_block: how long to spin before sleeping (positive). Ignored otherwise.
-  std::chrono::microseconds spin_for{0};
+  Duration spin_for{};
 
   [[nodiscard]] static constexpr WaitMode spin() noexcept { return {}; }
   [[nodiscard]] static constexpr WaitMode block() noexcept {
     return {.strategy = WaitStrategy::block, .spin_for = {}};
   }
-  [[nodiscard]] static constexpr WaitMode spin_then_block(
-      std::chrono::microseconds spin_for) noexcept {
+  [[nodiscard]] static constexpr WaitMode spin_then_block(Duration spin_for) noexcept {
     return {.strategy = WaitStrategy::spin_then_block, .spin_for = spin_for};
   }
   /// Whether waits of this mode sleep on a completion channel at some point.

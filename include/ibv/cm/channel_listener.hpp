@@ -10,6 +10,7 @@
 
 #include "ibv/channel/channel.hpp"
 #include "ibv/cm/connect_options.hpp"
+#include "ibv/duration.hpp"
 
 namespace ibv {
 
@@ -42,11 +43,11 @@ class ChannelListener {
   /// came; for a request it can not take (protection domain on another device, settings the
   /// device can not meet) the error of building the channel, after rejecting the request so
   /// that the client learns at once; connection when the client gave up meanwhile.
-  [[nodiscard]] Channel accept(std::chrono::milliseconds timeout);
+  [[nodiscard]] Channel accept(Duration timeout);
 
   /// Waits up to `timeout` for a connection request and rejects it (the client's connect
   /// fails with "rejected by the server"). Returns false when no request came in time.
-  bool reject(std::chrono::milliseconds timeout);
+  bool reject(Duration timeout);
 
   /// The port listened on (the one chosen by the system when 0 was given).
   [[nodiscard]] std::uint16_t port() const noexcept;

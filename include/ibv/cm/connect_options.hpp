@@ -23,6 +23,7 @@
 #include <optional>
 
 #include "ibv/channel/channel_settings.hpp"
+#include "ibv/duration.hpp"
 #include "ibv/verbs/protection_domain.hpp"
 
 namespace ibv {
@@ -50,12 +51,12 @@ struct ConnectOptions {
   /// Channel::protection_domain() returns for registering memory.
   std::optional<ProtectionDomain> protection_domain;
   /// Resolving the address to a local device and the peer's hardware address (ARP on RoCE).
-  std::chrono::milliseconds address_timeout{2'000};
+  Duration address_timeout{std::chrono::seconds(2)};
   /// Resolving the route (path record on InfiniBand; quick on RoCE).
-  std::chrono::milliseconds route_timeout{2'000};
+  Duration route_timeout{std::chrono::seconds(2)};
   /// From sending the connection request until the peer accepts or rejects it (client), or
   /// from accepting a request until the client confirms it (listener).
-  std::chrono::milliseconds connect_timeout{5'000};
+  Duration connect_timeout{std::chrono::seconds(5)};
 };
 
 }  // namespace ibv

@@ -14,6 +14,7 @@
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/operation.hpp"
 #include "ibv/coro/async_work.hpp"
+#include "ibv/duration.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
 
@@ -22,9 +23,8 @@ namespace ibv {
 namespace detail {
 /// The timeout to await with: `timeout` (throws ibv::Error, invalid_argument, naming
 /// `operation` when it is not positive: before anything is posted) or `fallback`.
-[[nodiscard]] std::chrono::nanoseconds async_timeout(const Channel::Timeout& timeout,
-                                                     std::chrono::milliseconds fallback,
-                                                     const char* operation);
+[[nodiscard]] Duration async_timeout(const Channel::Timeout& timeout, Duration fallback,
+                                     const char* operation);
 
 /// async() under the name `operation` (a string literal) in errors.
 template <op::Operation Operation>

@@ -10,6 +10,7 @@
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/coro/event_loop.hpp"
 #include "ibv/coro/task.hpp"
+#include "ibv/duration.hpp"
 #include "ibv/verbs/work_completion.hpp"
 
 namespace ibv {
@@ -39,7 +40,7 @@ class [[nodiscard]] AsyncWork {
   /// `operation` names the call in errors; it must outlive the AsyncWork (a string literal).
   /// Throws ibv::Error (invalid_argument) for a timeout that is not positive or a moved-from
   /// `work` (the request is then settled as a dropped PendingWork).
-  explicit AsyncWork(PendingWork work, std::optional<std::chrono::nanoseconds> timeout = {},
+  explicit AsyncWork(PendingWork work, std::optional<Duration> timeout = {},
                      const char* operation = "ibv::AsyncWork");
   AsyncWork(AsyncWork&& other) noexcept;
   AsyncWork& operator=(AsyncWork&&) = delete;
@@ -74,7 +75,7 @@ class [[nodiscard]] AsyncWork {
 
   PendingWork work_;
   std::chrono::steady_clock::time_point deadline_;
-  std::chrono::nanoseconds timeout_;
+  Duration timeout_;
   const char* operation_;
   EventLoop* loop_ = nullptr;  // while suspended on it (watched)
   bool timed_out_ = false;

@@ -12,6 +12,7 @@
 
 #include "ibv/channel/wait_mode.hpp"
 #include "ibv/coro/task.hpp"
+#include "ibv/duration.hpp"
 
 namespace ibv {
 
@@ -85,7 +86,7 @@ class EventLoop {
 
   /// Passes until every spawned task has finished (true) or `timeout` has passed (false;
   /// the unfinished tasks stay on the loop). Rethrows as run_once().
-  bool run(std::optional<std::chrono::nanoseconds> timeout = {});
+  bool run(std::optional<Duration> timeout = {});
 
   // Sleeping in another event loop, race-free, with the loop's tasks suspended on operations:
   //

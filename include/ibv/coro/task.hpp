@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv {
 

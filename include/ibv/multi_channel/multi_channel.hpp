@@ -125,7 +125,7 @@ class PreparedMultiChannel {
 ///
 /// - blocking (`send`, ..., `scatter_send`, ...): post, wait (by default at most the operation
 ///   timeout, for a batch: all of it within one timeout), return the completions (of a batch:
-///   in the order of the input). A failure throws ibv::WorkError (one request) or ScopeError
+///   in the order of the input). A failure throws ibv::WorkError (one request) or BatchError
 ///   (a batch: after waiting for the rest, naming the peer of each failure); a request that
 ///   does not complete in time is cancelled as on a Channel (that peer's channel then refuses
 ///   further work).

@@ -85,7 +85,7 @@ class MultiScopeBase {
 }  // namespace detail
 
 /// What the body of MultiChannel::scope() posts through. At its exit the scope waits for every
-/// request the body did not see complete, on every peer; failures come out as one ScopeError
+/// request the body did not see complete, on every peer; failures come out as one BatchError
 /// naming the peer of each.
 class MultiChannelScope : public detail::MultiScopeBase {
  public:
@@ -96,7 +96,7 @@ class MultiChannelScope : public detail::MultiScopeBase {
   MultiChannelScope& operator=(MultiChannelScope&&) = delete;
   ~MultiChannelScope();
 
-  /// Used by MultiChannel::scope(): waits for every request, then throws ScopeError if any
+  /// Used by MultiChannel::scope(): waits for every request, then throws BatchError if any
   /// failed, or rethrows `body_error` if only the body failed.
   void finish(const std::exception_ptr& body_error);
 

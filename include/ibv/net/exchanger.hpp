@@ -12,18 +12,19 @@
 #include <string>
 #include <vector>
 
+#include "ibv/duration.hpp"
+#include "ibv/error.hpp"
 #include "ibv/net/network_config.hpp"
 #include "ibv/net/wire.hpp"
-#include "ibv/verbs/error.hpp"
 
 namespace ibv::net {
 
 /// How an Exchanger waits, retries and what it accepts.
 struct ExchangerOptions {
   /// One overall deadline for each exchange() (building the mesh and the transfer); positive.
-  std::chrono::milliseconds timeout{30'000};
+  Duration timeout{std::chrono::seconds(30)};
   /// Pause between connection attempts to a peer that is not listening yet; positive.
-  std::chrono::milliseconds retry_interval{100};
+  Duration retry_interval{std::chrono::milliseconds(100)};
   /// Largest payload of one message, in bytes, incoming or outgoing: 1 .. 2^32 - 1. A peer that
   /// announces more fails the exchange before anything is allocated for it.
   std::size_t max_message_size = std::size_t{1} << 20;

@@ -35,6 +35,7 @@
 #include <string>
 
 #include "ibv/channel/channel.hpp"
+#include "ibv/duration.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/net/barrier_schedule.hpp"
 #include "ibv/net/network_config.hpp"
@@ -53,8 +54,8 @@ class RdmaBarrier;
 
 /// Per-call choices of a barrier; unset fields take the Node's defaults.
 struct BarrierOptions {
-  std::optional<BarrierAlgorithm> algorithm{};         ///< Every participant must use the same.
-  std::optional<std::chrono::milliseconds> timeout{};  ///< Positive.
+  std::optional<BarrierAlgorithm> algorithm{};  ///< Every participant must use the same.
+  std::optional<Duration> timeout{};            ///< Positive.
 };
 
 /// Settings of a Node: its protection domain, rank and world size, the default barrier
@@ -70,7 +71,7 @@ class NodeBuilder {
   /// Default: dissemination (ceil(log2 n) rounds).
   NodeBuilder& barrier_algorithm(BarrierAlgorithm algorithm) noexcept;
   /// Default: 30 s. Throws at build() when not positive.
-  NodeBuilder& barrier_timeout(std::chrono::milliseconds timeout) noexcept;
+  NodeBuilder& barrier_timeout(Duration timeout) noexcept;
   /// What every per-peer channel is built with (ChannelSettings, see ChannelBuilder), all at
   /// once; the named setters below set one field each.
   NodeBuilder& settings(const ChannelSettings& settings);
@@ -97,14 +98,12 @@ class NodeBuilder {
  private:
   MultiChannelBuilder channels_;
   BarrierAlgorithm algorithm_ = BarrierAlgorithm::dissemination;
-  std::chrono::milliseconds barrier_timeout_{30'000};
+  Duration barrier_timeout_{std::chrono::seconds(30)};
 };
 
 /// A Node whose queue pairs exist but are not connected. Move-only.
 class PreparedNode {
  public:
-  PreparedNode(PreparedMultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
-               BarrierAlgorithm algorithm, std::chrono::milliseconds barrier_timeout);
   PreparedNode(PreparedNode&&) noexcept;
   PreparedNode& operator=(PreparedNode&&) noexcept;
   PreparedNode(const PreparedNode&) = delete;
@@ -128,18 +127,19 @@ class PreparedNode {
   [[nodiscard]] Node connect(Exchanger& exchanger) &&;
 
  private:
+  friend class NodeBuilder;  // NodeBuilder::build() makes every PreparedNode
+  PreparedNode(PreparedMultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
+               BarrierAlgorithm algorithm, Duration barrier_timeout);
   PreparedMultiChannel channels_;
   std::unique_ptr<detail::RdmaBarrier> barrier_;
   BarrierAlgorithm algorithm_;
-  std::chrono::milliseconds barrier_timeout_;
+  Duration barrier_timeout_;
 };
 
 /// One connected rank: every MultiChannel operation (it is one), and barriers. Move-only; not
 /// thread-safe.
 class Node : public MultiChannel {
  public:
-  Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
-       BarrierAlgorithm algorithm, std::chrono::milliseconds barrier_timeout);
   Node(Node&&) noexcept;
   Node& operator=(Node&&) noexcept;
   Node(const Node&) = delete;
@@ -158,17 +158,20 @@ class Node : public MultiChannel {
 
   /// The default algorithm and timeout of barrier().
   [[nodiscard]] BarrierAlgorithm barrier_algorithm() const noexcept { return algorithm_; }
-  [[nodiscard]] std::chrono::milliseconds barrier_timeout() const noexcept { return timeout_; }
+  [[nodiscard]] Duration barrier_timeout() const noexcept { return timeout_; }
   /// Whether an earlier barrier failed, so that every barrier now throws.
   [[nodiscard]] bool barrier_poisoned() const noexcept;
 
  private:
+  friend class PreparedNode;  // PreparedNode::handshake() makes every Node
+  Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
+       BarrierAlgorithm algorithm, Duration barrier_timeout);
   /// Runs a barrier of `group`, or of every rank when it is null (that group is made once).
   void run_barrier(const BarrierGroup* group, const BarrierOptions& options);
 
   std::unique_ptr<detail::RdmaBarrier> barrier_;
   BarrierAlgorithm algorithm_;
-  std::chrono::milliseconds timeout_;
+  Duration timeout_;
 };
 
 }  // namespace ibv::net

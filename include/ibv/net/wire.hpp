@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ibv/verbs/error.hpp"
+#include "ibv/error.hpp"
 
 namespace ibv::net {
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "ibv/duration.hpp"
 #include "ibv/verbs/context.hpp"
 
 struct ibv_qp;
@@ -69,7 +70,6 @@ struct AsyncEvent {
 /// async event descriptor is set non-blocking. Every reader of one context shares one stream
 /// of events: an event read here is not seen by another reader. Throws ibv::Error
 /// (invalid_argument) for a negative timeout, or when reading fails.
-[[nodiscard]] std::optional<AsyncEvent> read_async_event(const Context& context,
-                                                         std::chrono::milliseconds timeout);
+[[nodiscard]] std::optional<AsyncEvent> read_async_event(const Context& context, Duration timeout);
 
 }  // namespace ibv

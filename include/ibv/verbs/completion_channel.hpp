@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "ibv/duration.hpp"
 #include "ibv/verbs/context.hpp"
 
 struct ibv_comp_channel;
@@ -46,7 +47,7 @@ class CompletionChannel {
   /// Waits until the fd is readable, at most `timeout` (0: only checks). Returns whether it
   /// is. Never blocks longer than `timeout` (poll(), restarted with the time left after a
   /// signal). Consumes nothing. Throws ibv::Error (invalid_argument) for a negative timeout.
-  bool wait(std::chrono::nanoseconds timeout) const;
+  bool wait(Duration timeout) const;
 
   /// Reads every event queued now, without blocking, and acknowledges each on its completion
   /// queue (batched). Returns how many were read (0 when none were queued). After it, the
@@ -56,7 +57,7 @@ class CompletionChannel {
 
   /// wait(timeout), then consume_events() if the fd became readable: the number of events
   /// read (0: timed out, or another thread took the events first).
-  std::size_t wait_and_consume(std::chrono::nanoseconds timeout) const;
+  std::size_t wait_and_consume(Duration timeout) const;
 
   [[nodiscard]] const Context& context() const noexcept { return context_; }
   [[nodiscard]] ibv_comp_channel* native() const noexcept { return channel_.get(); }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ibv/duration.hpp"
+
 namespace ibv {
 
 /// A 24-bit packet sequence number: the first PSN a QP sends with (and the peer expects).
@@ -32,7 +34,7 @@ class AckTimeout {
   /// The smallest timeout not shorter than `duration` (clamped to the largest, about 2.4 h;
   /// durations up to 8.192 us, zero and negative ones included, give the shortest, exponent 1:
   /// "at least" never yields infinite()).
-  [[nodiscard]] static AckTimeout at_least(std::chrono::nanoseconds duration);
+  [[nodiscard]] static AckTimeout at_least(Duration duration);
   /// Never time out waiting for an ACK: a peer that vanished then hangs the QP.
   [[nodiscard]] static constexpr AckTimeout infinite() noexcept { return AckTimeout(Raw{0}); }
   /// 14: 4.096 us * 2^14, about 67 ms.
@@ -41,7 +43,7 @@ class AckTimeout {
   [[nodiscard]] constexpr std::uint8_t exponent() const noexcept { return exponent_; }
   [[nodiscard]] constexpr bool is_infinite() const noexcept { return exponent_ == 0; }
   /// The duration it stands for (zero for infinite()).
-  [[nodiscard]] std::chrono::nanoseconds duration() const noexcept;
+  [[nodiscard]] Duration duration() const noexcept;
   friend constexpr bool operator==(AckTimeout, AckTimeout) noexcept = default;
 
  private:
@@ -106,11 +108,11 @@ class RnrTimer {
   explicit RnrTimer(std::uint8_t code);
   /// The shortest timer not shorter than `duration` (clamped to 655.36 ms; zero and negative
   /// durations give the shortest, code 1 = 0.01 ms).
-  [[nodiscard]] static RnrTimer at_least(std::chrono::microseconds duration);
+  [[nodiscard]] static RnrTimer at_least(Duration duration);
   /// 16: 2.56 ms; with the default 6 RNR retries a missing receive fails in about 15 ms.
   [[nodiscard]] static constexpr RnrTimer default_value() noexcept { return RnrTimer(Raw{16}); }
   [[nodiscard]] constexpr std::uint8_t code() const noexcept { return code_; }
-  [[nodiscard]] std::chrono::microseconds duration() const noexcept;
+  [[nodiscard]] Duration duration() const noexcept;
   friend constexpr bool operator==(RnrTimer, RnrTimer) noexcept = default;
 
  private:

@@ -8,13 +8,12 @@
 #include <string>
 #include <string_view>
 
-#include "ibv/verbs/error.hpp"
-
 namespace ibv {
 
 /// The outcome of a work request (enum ibv_wc_status), named. The comment on each failed status
-/// is the ErrorKind and errno of the WorkError made from it; a status not listed here gives
-/// driver, EIO.
+/// is the ErrorKind and errno of the WorkError (ibv/error.hpp) made from it; a status not listed
+/// here gives driver, EIO. A peer that stopped answering is `connection`, not `timeout`: timeout
+/// is kept for the library's own bounded waits.
 enum class WorkStatus : std::uint8_t {
   success = IBV_WC_SUCCESS,
   local_length_error = IBV_WC_LOC_LEN_ERR,                ///< invalid_argument, EMSGSIZE
@@ -28,7 +27,7 @@ enum class WorkStatus : std::uint8_t {
   remote_invalid_request = IBV_WC_REM_INV_REQ_ERR,        ///< invalid_argument, EIO
   remote_access_error = IBV_WC_REM_ACCESS_ERR,            ///< permission, EACCES
   remote_operation_error = IBV_WC_REM_OP_ERR,             ///< driver, EIO
-  retry_exceeded = IBV_WC_RETRY_EXC_ERR,                  ///< timeout, ETIMEDOUT
+  retry_exceeded = IBV_WC_RETRY_EXC_ERR,                  ///< connection, ETIMEDOUT
   rnr_retry_exceeded = IBV_WC_RNR_RETRY_EXC_ERR,          ///< receiver_not_ready, ECONNREFUSED
   local_rdd_violation = IBV_WC_LOC_RDD_VIOL_ERR,          ///< driver, EIO
   remote_invalid_rd_request = IBV_WC_REM_INV_RD_REQ_ERR,  ///< driver, EIO
@@ -36,7 +35,7 @@ enum class WorkStatus : std::uint8_t {
   invalid_eecn = IBV_WC_INV_EECN_ERR,                     ///< driver, EIO
   invalid_eec_state = IBV_WC_INV_EEC_STATE_ERR,           ///< driver, EIO
   fatal = IBV_WC_FATAL_ERR,                               ///< driver, EIO
-  response_timeout = IBV_WC_RESP_TIMEOUT_ERR,             ///< timeout, ETIMEDOUT
+  response_timeout = IBV_WC_RESP_TIMEOUT_ERR,             ///< connection, ETIMEDOUT
   general_error = IBV_WC_GENERAL_ERR,                     ///< driver, EIO
   tag_matching_error = IBV_WC_TM_ERR,                     ///< driver, EIO
   tag_matching_rendezvous_incomplete = IBV_WC_TM_RNDV_INCOMPLETE,  ///< driver, EIO
@@ -100,21 +99,5 @@ class WorkCompletion {
 
 static_assert(sizeof(WorkCompletion) == sizeof(ibv_wc) &&
               std::is_standard_layout_v<WorkCompletion>);
-
-/// A work request that completed with an error, thrown by the blocking calls of the higher
-/// layers (on the polling path, a failed completion is a value). Carries the completion; its
-/// kind and errno are the ones listed on WorkStatus.
-class WorkError : public Error {
- public:
-  explicit WorkError(const WorkCompletion& completion, std::string_view context = {});
-
-  [[nodiscard]] const WorkCompletion& completion() const noexcept { return completion_; }
-  [[nodiscard]] WorkStatus status() const noexcept { return completion_.status(); }
-  [[nodiscard]] std::uint32_t vendor_error() const noexcept { return completion_.vendor_error(); }
-  [[nodiscard]] std::uint64_t wr_id() const noexcept { return completion_.wr_id(); }
-
- private:
-  WorkCompletion completion_;
-};
 
 }  // namespace ibv

@@ -1,11 +1,18 @@
-// Errors of the verbs layer: ibv::Error for set-up failures and invalid input, with the
-// failing operation, errno, a classification and a hint a person can act on.
+// Every error the library throws, in one header: ibv::Error (the failing operation, errno, an
+// ErrorKind and a hint a person can act on), WorkError (one failed work completion) and
+// BatchError (what went wrong in a batch of requests: a scope, or a MultiChannel call to several
+// peers).
 #pragma once
 
+#include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
+
+#include "ibv/verbs/work_completion.hpp"
 
 namespace ibv {
 
@@ -22,7 +29,8 @@ enum class ErrorKind {
   state,               ///< The object is not in a state where the operation is allowed.
   protocol,            ///< A peer sent something that breaks the protocol: garbage, an unknown or
                        ///< duplicate rank, an oversized or truncated message.
-  connection,          ///< A peer could not be reached, or closed the connection.
+  connection,          ///< A peer could not be reached (a request it never acknowledged ends
+                       ///< as retry_exceeded), or closed the connection.
   receiver_not_ready,  ///< The peer had no receive posted for a send or write with immediate,
                        ///< through all RNR retries: a fault of the application's protocol (too
                        ///< few receives, or posted too late), not a slow or lost peer.
@@ -68,5 +76,51 @@ class Error : public std::system_error {
 /// hint chosen for that verb and errno where one is known.
 [[noreturn]] void throw_verb_error(std::string_view verb, int errno_value,
                                    std::string_view detail = {});
+
+/// A work request that completed with an error, thrown by the blocking calls of the higher
+/// layers (on the polling path, a failed completion is a value). Carries the completion; its
+/// kind and errno are the ones listed on WorkStatus.
+class WorkError : public Error {
+ public:
+  explicit WorkError(const WorkCompletion& completion, std::string_view context = {});
+
+  [[nodiscard]] const WorkCompletion& completion() const noexcept { return completion_; }
+  [[nodiscard]] WorkStatus status() const noexcept { return completion_.status(); }
+  [[nodiscard]] std::uint32_t vendor_error() const noexcept { return completion_.vendor_error(); }
+  [[nodiscard]] std::uint64_t wr_id() const noexcept { return completion_.wr_id(); }
+
+ private:
+  WorkCompletion completion_;
+};
+
+/// A batch's failure: the completions that failed or did not arrive when a scope drained its
+/// work at the exit (or a MultiChannel call to several peers waited for all of them), and the
+/// scope body's own exception if it threw too. what() names them all (in a MultiChannel batch,
+/// with the peer of each). kind() is timeout if a request did not complete in time, else the
+/// kind of the failed completions when they agree, else driver; errno_value() likewise.
+class BatchError : public Error {
+ public:
+  /// `description` is what() after the operation's name (made by the scope).
+  BatchError(std::string_view operation, std::exception_ptr body_error,
+             std::vector<WorkCompletion> failed, std::vector<std::uint64_t> timed_out,
+             std::string_view description);
+
+  /// Whether the body threw (its exception is body_exception()).
+  [[nodiscard]] bool body_failed() const noexcept { return body_error_ != nullptr; }
+  [[nodiscard]] std::exception_ptr body_exception() const noexcept { return body_error_; }
+  /// Completions drained at the exit that failed, in the order they were posted.
+  [[nodiscard]] const std::vector<WorkCompletion>& failed_completions() const noexcept {
+    return failed_;
+  }
+  /// wr_ids of requests that had not completed within the channel's timeout at the exit (the
+  /// scope cancelled them before it threw: see docs/safety.md, "No orphans").
+  /// In a MultiChannel scope wr_ids are per peer: what() names the peer of each.
+  [[nodiscard]] const std::vector<std::uint64_t>& timed_out() const noexcept { return timed_out_; }
+
+ private:
+  std::exception_ptr body_error_;
+  std::vector<WorkCompletion> failed_;
+  std::vector<std::uint64_t> timed_out_;
+};
 
 }  // namespace ibv

@@ -1,5 +1,6 @@
-// ibv::Error: message composition, errno classification and the hints for common failures.
-#include "ibv/verbs/error.hpp"
+// The library's errors (ibv/error.hpp): message composition, errno classification, the hints for
+// common failures, and the kind and errno of failed work completions and of batches.
+#include "ibv/error.hpp"
 
 #include <sys/resource.h>
 
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ibv {
 namespace {
@@ -170,5 +172,75 @@ void throw_registration_error(std::string_view verb, int errno_value, std::strin
   throw_verb_error(verb, errno_value, detail);
 }
 }  // namespace detail
+
+namespace {
+// errno_for and kind_for implement the list on WorkStatus (work_completion.hpp).
+int errno_for(WorkStatus status) {
+  switch (status) {
+    case WorkStatus::retry_exceeded:
+    case WorkStatus::response_timeout: return ETIMEDOUT;
+    case WorkStatus::rnr_retry_exceeded: return ECONNREFUSED;
+    case WorkStatus::remote_access_error:
+    case WorkStatus::local_protection_error:
+    case WorkStatus::local_access_error: return EACCES;
+    case WorkStatus::local_length_error: return EMSGSIZE;
+    case WorkStatus::work_request_flushed: return ECANCELED;
+    default: return EIO;
+  }
+}
+
+ErrorKind kind_for(WorkStatus status) {
+  switch (status) {
+    case WorkStatus::retry_exceeded:
+    case WorkStatus::response_timeout: return ErrorKind::connection;
+    case WorkStatus::rnr_retry_exceeded: return ErrorKind::receiver_not_ready;
+    case WorkStatus::remote_access_error:
+    case WorkStatus::local_protection_error:
+    case WorkStatus::local_access_error: return ErrorKind::permission;
+    case WorkStatus::local_length_error:
+    case WorkStatus::remote_invalid_request: return ErrorKind::invalid_argument;
+    case WorkStatus::work_request_flushed: return ErrorKind::state;
+    default: return ErrorKind::driver;
+  }
+}
+}  // namespace
+
+WorkError::WorkError(const WorkCompletion& completion, std::string_view context)
+    : Error(kind_for(completion.status()), context.empty() ? "work request" : context,
+            errno_for(completion.status()), completion.to_string(), explain(completion.status())),
+      completion_(completion) {}
+
+namespace {
+// A batch's kind: timeout if a request did not complete in time; otherwise the kind of its
+// failed completions when they agree, driver when they do not (or when only the body threw).
+ErrorKind batch_kind(const std::vector<WorkCompletion>& failed, bool timed_out) {
+  if (timed_out) return ErrorKind::timeout;
+  if (failed.empty()) return ErrorKind::driver;
+  const ErrorKind first = kind_for(failed.front().status());
+  for (const WorkCompletion& completion : failed) {
+    if (kind_for(completion.status()) != first) return ErrorKind::driver;
+  }
+  return first;
+}
+
+int batch_errno(const std::vector<WorkCompletion>& failed, bool timed_out) {
+  if (timed_out) return ETIMEDOUT;
+  if (failed.empty()) return EIO;
+  const int first = errno_for(failed.front().status());
+  for (const WorkCompletion& completion : failed) {
+    if (errno_for(completion.status()) != first) return EIO;
+  }
+  return first;
+}
+}  // namespace
+
+BatchError::BatchError(std::string_view operation, std::exception_ptr body_error,
+                       std::vector<WorkCompletion> failed, std::vector<std::uint64_t> timed_out,
+                       std::string_view description)
+    : Error(batch_kind(failed, !timed_out.empty()), operation,
+            batch_errno(failed, !timed_out.empty()), description),
+      body_error_(std::move(body_error)),
+      failed_(std::move(failed)),
+      timed_out_(std::move(timed_out)) {}
 
 }  // namespace ibv
