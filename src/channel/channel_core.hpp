@@ -185,6 +185,20 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   /// The completion of `wr_id` if it has arrived (polling the CQ once if it is not cached
   /// yet), and forgets it: each completion is handed out once.
   std::optional<WorkCompletion> take(std::uint64_t wr_id);
+  /// For a scope's drain: if the completion of `wr_id` has arrived and succeeded, frees its slot
+  /// without copying the completion and returns true. False when it is outstanding, failed,
+  /// orphaned or not tracked: the caller then settles it the usual way (take() or wait()).
+  bool release_if_succeeded(std::uint64_t wr_id) {
+    Slot* slot = find(wr_id);
+    if (slot == nullptr || slot->state != State::arrived || slot->orphaned ||
+        !slot->completion.ok()) {
+      return false;
+    }
+    release(slot, wr_id);
+    return true;
+  }
+  /// Polls the completion queue once (see poll_once), for a caller that then looks again.
+  void poll_completions() { (void)poll_once(); }
   /// take() until it succeeds or `timeout` has passed.
   std::optional<WorkCompletion> wait(std::uint64_t wr_id, std::chrono::nanoseconds timeout);
   /// The completion of `wr_id`, a signaled request just posted, if one poll of the CQ brings

@@ -88,16 +88,18 @@ PendingWork& ScopeWork::keep(PendingWork work, std::optional<std::uint32_t> peer
   return spilled_->emplace_back(Kept{std::move(work), peer}).work;
 }
 
-PendingWork& ScopeWork::keep(ChannelCore& core, std::uint64_t wr_id) {
+PendingWork& ScopeWork::keep(ChannelCore& core, std::uint64_t wr_id,
+                             std::optional<std::uint32_t> peer) {
   if (inline_count_ < kInline) {
     // Placement new of the aggregate: the handle is made in the slot, never moved (a move
     // would take a share of the core).
     Kept* kept = ::new (static_cast<void*>(&inline_[inline_count_].kept))
-        Kept{PendingWork(core, wr_id), std::nullopt};
+        Kept{PendingWork(core, wr_id), peer};
     ++inline_count_;
     return kept->work;
   }
-  return keep(PendingWork(core, wr_id));  // past the inline slots: moved, so it shares the core
+  // Past the inline slots the handle is moved into place, so it takes a share of the core.
+  return keep(PendingWork(core, wr_id), peer);
 }
 
 void ScopeWork::clear() noexcept {
@@ -122,20 +124,48 @@ std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanosec
   return std::nullopt;
 }
 
+bool ScopeWork::settled_quickly(PendingWork& work) {
+  ChannelCore* core = work.core_;
+  if (core == nullptr) return true;  // moved out of the scope: its new owner's business
+  if (!core->release_if_succeeded(work.wr_id_)) {
+    core->poll_completions();  // often brings it (and the rest of the scope's requests) in
+    if (!core->release_if_succeeded(work.wr_id_)) return false;
+  }
+  work.forget_core();
+  return true;
+}
+
 void ScopeWork::drain(DrainResult& result, bool note_unpolled) {
   for_each([&](Kept& kept) {
-    // a request the caller saw complete: its outcome is the caller's business
-    if (kept.work.is_complete()) return;
+    // a request the caller saw complete, or moved out of the scope: the caller's business
+    if (kept.work.is_complete() || kept.work.core_ == nullptr) return;
     if (note_unpolled) {
       result.unpolled.push_back(kept.work.wr_id());
       result.unpolled_peers.push_back(kept.peer);
+    } else if (settled_quickly(kept.work)) {
+      return;
     }
     (void)settle(kept, kept.work.operation_timeout(), result);
   });
   clear();  // every handle is settled or cancelled: their destructors do not wait
 }
 
+bool ScopeWork::drain_quickly() {
+  bool all = true;
+  for_each([&](Kept& kept) {
+    if (all && !kept.work.is_complete()) all = settled_quickly(kept.work);
+  });
+  return all;
+}
+
 void ScopeWork::finish(std::string_view operation, const std::exception_ptr& body_error) {
+  // The common case: every request succeeded by now, or does at the first poll. No DrainResult,
+  // no wait, no copy of a completion.
+  if (drain_quickly()) {
+    clear();
+    if (body_error) std::rethrow_exception(body_error);
+    return;
+  }
   DrainResult result;  // unpolled requests are normal here: the scope waits for them
   drain(result, false);
   if (result.failed.empty() && result.timed_out.empty()) {
@@ -200,29 +230,30 @@ PendingWork& ScopeBase::post(const op::Receive& operation, PostOptions /*options
   return work_.keep(*core_, core_->post_receive(operation.into));
 }
 
-std::span<SendRequest> ScopeBase::send_list_storage() noexcept {
-  return core_->send_list_storage();
+std::span<SendRequest> ListPoster::send_list_storage() noexcept {
+  return core_.send_list_storage();
 }
 
-std::span<ReceiveRequest> ScopeBase::receive_list_storage() noexcept {
-  return core_->receive_list_storage();
+std::span<ReceiveRequest> ListPoster::receive_list_storage() noexcept {
+  return core_.receive_list_storage();
 }
 
-void ScopeBase::check_request(SendRequest& request, PostOptions options) const {
-  apply_inline(request, options.inline_data, core_->queue_pair().max_inline_data());
-  core_->queue_pair().check(request);
+void ListPoster::check_request(SendRequest& request, PostOptions options) const {
+  apply_inline(request, options.inline_data, core_.queue_pair().max_inline_data());
+  core_.queue_pair().check(request);
 }
 
-void ScopeBase::check_request(const ReceiveRequest& request) const {
-  core_->queue_pair().check(request);
+void ListPoster::check_request(const ReceiveRequest& request) const {
+  core_.queue_pair().check(request);
 }
 
-void ScopeBase::post_list(std::span<SendRequest> requests, PostOptions options) {
-  core_->post_send_list(requests, options, [this](std::uint64_t id) { work_.keep(*core_, id); });
+void ListPoster::post_list(std::span<SendRequest> requests, PostOptions options) {
+  core_.post_send_list(requests, options,
+                       [this](std::uint64_t id) { work_.keep(core_, id, peer_); });
 }
 
-void ScopeBase::post_list(std::span<ReceiveRequest> requests) {
-  core_->post_receive_list(requests, [this](std::uint64_t id) { work_.keep(*core_, id); });
+void ListPoster::post_list(std::span<ReceiveRequest> requests) {
+  core_.post_receive_list(requests, [this](std::uint64_t id) { work_.keep(core_, id, peer_); });
 }
 
 }  // namespace detail

@@ -12,6 +12,8 @@ namespace detail {
 
 Channel& MultiScopeBase::peer_channel(std::uint32_t peer) { return channels_.channel(peer); }
 
+ChannelCore& MultiScopeBase::peer_core(std::uint32_t peer) { return *peer_channel(peer).core_; }
+
 PendingWork& MultiScopeBase::keep(std::uint32_t peer, PendingWork work) {
   return work_.keep(std::move(work), peer);
 }

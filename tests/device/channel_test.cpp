@@ -386,6 +386,29 @@ TEST_F(ChannelScoped, PostAllPostsAListOfWritesAndAListOfSendsAndTheScopeWaitsFo
   }
 }
 
+// A list of mixed operations (op::AnySend) goes in one doorbell: three writes, then the send
+// that tells the peer, whose receive completes with the writes' data in place.
+TEST_F(ChannelScoped, PostAllOfMixedOperationsWritesThenSends) {
+  fill_pattern(a_bytes(0, 400), 53);
+  const std::array<std::array<GatherElement, 1>, 4> data{gather_a(0, 100), gather_a(100, 100),
+                                                         gather_a(200, 100), gather_a(300, 16)};
+  const std::vector<op::AnySend> list{
+      op::Write{data[0], remote_b(0, 100)}, op::Write{data[1], remote_b(100, 100)},
+      op::Write{data[2], remote_b(200, 100)}, op::Send{data[3], 77U}};
+  b->scope([&](ChannelScope& sb) {
+    PendingWork& note = sb.post_receive(scatter_b(1000, 64));
+    a->scope([&](ChannelScope& sa) {
+      sa.post_all(list);
+      EXPECT_EQ(sa.size(), 4U);
+    });
+    const WorkCompletion received = note.wait();
+    EXPECT_EQ(received.immediate(), 77U);
+    EXPECT_EQ(received.byte_length(), 16U);
+  });
+  EXPECT_TRUE(same_bytes(a_bytes(0, 300), b_bytes(0, 300)));
+  EXPECT_TRUE(same_bytes(a_bytes(300, 16), b_bytes(1000, 16)));
+}
+
 // Every request of a list is checked before any is posted: one bad request (the last of a
 // short list, or of a list longer than what is built in place) throws, and nothing of the list
 // reaches the device.
@@ -455,6 +478,20 @@ TEST_F(ChannelScoped, ReferencesStayValidAsTheScopeGrows) {
   });
   EXPECT_EQ(waited, 17U);
   EXPECT_TRUE(same_bytes(a_bytes(0, kCount * 100), b_bytes(0, kCount * 100)));
+}
+
+// A handle the body moves out of the scope owns its request from then on: the scope neither
+// waits for it nor reports it, and it can still be waited on after the scope has ended.
+TEST_F(ChannelScoped, AHandleMovedOutOfTheScopeIsLeftToItsNewOwner) {
+  fill_pattern(a_bytes(0, 200), 41);
+  std::optional<PendingWork> taken;
+  a->scope([&](ChannelScope& scope) {
+    scope.post_write(gather_a(0, 100), remote_b(0, 100));
+    taken.emplace(std::move(scope.post_write(gather_a(100, 100), remote_b(100, 100))));
+  });
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_TRUE(taken->wait().ok());
+  EXPECT_TRUE(same_bytes(a_bytes(0, 200), b_bytes(0, 200)));
 }
 
 // Nothing is awaited in the bodies: the receives are filled once the scopes return.
@@ -1059,6 +1096,15 @@ TEST_F(ChannelManualScope, ClosesQuietlyWhenEverythingWasWaitedFor) {
   EXPECT_EQ(receive.wait().byte_length(), 128U);
   EXPECT_NO_THROW(scope.close());
   EXPECT_NO_THROW(sender.close());
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, 128), b_bytes(0, 128)));
+}
+
+TEST_F(ChannelManualScope, AHandleMovedOutIsNotLeftUnpolled) {
+  fill_pattern(a_bytes(0, 128), 27);
+  ManualScope scope = a->manual_scope();
+  PendingWork taken = std::move(scope.post_write(gather_a(0, 128), remote_b(0, 128)));
+  EXPECT_NO_THROW(scope.close());
+  EXPECT_TRUE(taken.wait().ok());
   EXPECT_TRUE(std::ranges::equal(a_bytes(0, 128), b_bytes(0, 128)));
 }
 

@@ -359,6 +359,28 @@ TEST_F(MultiChannelTest, ScopeWaitsForWorkOnEveryPeer) {
   EXPECT_TRUE(same_bytes(chunk(1, 0), chunk(0, 4)));
 }
 
+// post_all(peer, ...) posts a list on that peer's channel: a receive list on one side, a mixed
+// list (a write, then the send that tells) on the other.
+TEST_F(MultiChannelTest, PostAllToAPeerPostsTheListOnThatPeersChannel) {
+  fill_pattern(chunk(0, 0), 17);
+  fill_pattern(chunk(0, 1), 18);
+  const std::array data{mrs[0].gather(chunk(0, 0))};
+  const std::array note{mrs[0].gather(chunk(0, 1))};
+  const std::array into{mrs[1].scatter(chunk(1, 0))};
+  const std::vector<op::Receive> receives{op::Receive{into}};
+  const std::vector<op::AnySend> list{
+      op::Write{data, remote_of[1].sub_region(kChunk * 3, kChunk).region()}, op::Send{note}};
+  nodes[1].scope([&](MultiChannelScope& receiver) {
+    receiver.post_all(0, receives);
+    nodes[0].scope([&](MultiChannelScope& sender) {
+      sender.post_all(1, list);
+      EXPECT_EQ(sender.size(), 2U);
+    });
+  });
+  EXPECT_TRUE(same_bytes(chunk(0, 0), chunk(1, 3)));
+  EXPECT_TRUE(same_bytes(chunk(0, 1), chunk(1, 0)));
+}
+
 TEST_F(MultiChannelTest, AFailureInAScopeNamesItsPeer) {
   const std::array from{mrs[0].gather(chunk(0, 0))};
   const RemoteMemoryRegion bad_key(remote_of[2].region().address(), 1024,

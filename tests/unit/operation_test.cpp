@@ -8,6 +8,8 @@
 
 #include <array>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -25,6 +27,7 @@ static_assert(op::SendOperation<op::Send> && op::SendOperation<op::Write> &&
               op::SendOperation<op::CompareSwap>);
 static_assert(!op::SendOperation<op::Receive> && op::Operation<op::Receive>);
 static_assert(!op::Operation<SendRequest> && !op::Operation<int>);
+static_assert(op::SendOperation<op::AnySend> && !std::is_constructible_v<op::AnySend, op::Receive>);
 
 TEST(Operation, SendWithoutImmediateIsAPlainSend) {
   SendRequest request = op::Send{kGather}.request(41);
@@ -78,6 +81,23 @@ TEST(Operation, AtomicsCarryTheirOperands) {
   EXPECT_EQ(compare_swap.opcode(), SendOpcode::atomic_compare_and_swap);
   EXPECT_EQ(compare_swap.native().wr.atomic.compare_add, 10U);
   EXPECT_EQ(compare_swap.native().wr.atomic.swap, 11U);
+}
+
+TEST(Operation, AnySendMakesTheRequestOfTheOperationItHolds) {
+  const std::vector<op::AnySend> list{
+      op::Write{kGather, kRemote}, op::Send{kGather, 8U}, op::Read{kScatter, kRemote},
+      op::FetchAdd{kScatter[0], kRemote, 3}, op::CompareSwap{kScatter[0], kRemote, 4, 5}};
+  const std::array<SendOpcode, 5> expected{SendOpcode::rdma_write, SendOpcode::send_with_immediate,
+                                           SendOpcode::rdma_read, SendOpcode::atomic_fetch_and_add,
+                                           SendOpcode::atomic_compare_and_swap};
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const SendRequest request = list[i].request(100 + i);
+    EXPECT_EQ(request.opcode(), expected[i]) << i;
+    EXPECT_EQ(request.wr_id(), 100 + i);
+  }
+  // An atomic's result is referred to inside the AnySend that holds it.
+  EXPECT_EQ(list[3].request(0).native().sg_list,
+            &std::get<op::FetchAdd>(list[3].operation).result.native());
 }
 
 TEST(Operation, ReceiveMakesAReceiveRequest) {

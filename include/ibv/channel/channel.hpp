@@ -40,6 +40,7 @@ class ChannelListener;
 
 namespace detail {
 struct ChannelAccess;  // src/cm: builds channels whose queue pair rdma_cm connects
+class MultiScopeBase;  // posts a list on a peer's channel (MultiChannelScope::post_all)
 }  // namespace detail
 
 /// Builds a Channel on a protection domain from ChannelSettings (channel_settings.hpp: queue
@@ -361,6 +362,7 @@ class Channel {
 
  private:
   friend struct detail::ChannelAccess;
+  friend class detail::MultiScopeBase;
   explicit Channel(std::shared_ptr<detail::ChannelCore> core) noexcept;
   /// The one blocking path and the one unpolled path of every send-queue operation: `request`
   /// (made by the operation under wr_id 0) gets the channel's wr_id, is checked once and posted.

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
+#include <variant>
 
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
@@ -91,6 +93,30 @@ struct CompareSwap {
 template <typename T>
 concept SendOperation = requires(const T& operation, std::uint64_t wr_id) {
   { operation.request(wr_id) } -> std::same_as<SendRequest>;
+};
+
+/// Any one of the five send-queue operations, for a list that mixes them in one doorbell, e.g.
+/// the writes of a block and then the send that tells the peer it is there:
+///
+///     std::vector<op::AnySend> list{op::Write{a, ra}, op::Write{b, rb}, op::Send{note}};
+///     scope.post_all(list);
+///
+/// The queue pair runs them in list order: when the peer's receive completes for the send, the
+/// writes before it have landed. A FetchAdd's or CompareSwap's request refers to its `result`
+/// inside the AnySend, which must outlive the post.
+struct AnySend {
+  std::variant<Send, Write, Read, FetchAdd, CompareSwap> operation;
+
+  template <typename Alternative>
+  requires std::constructible_from<decltype(operation), Alternative> AnySend(
+      Alternative alternative)
+  noexcept                                    // NOLINT(google-explicit-constructor): a list of
+      : operation(std::move(alternative)) {}  // mixed operations reads as one
+
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+    return std::visit([wr_id](const auto& alternative) { return alternative.request(wr_id); },
+                      operation);
+  }
 };
 
 /// Any operation a channel takes: a send-queue operation or a Receive.

@@ -54,9 +54,10 @@ class ScopeWork {
   /// Keeps `work` (posted to `peer`, if on a MultiChannel) until the scope ends; the reference
   /// stays valid until then.
   PendingWork& keep(PendingWork work, std::optional<std::uint32_t> peer = {});
-  /// Keeps a handle on request `wr_id` of `core` that borrows the core (the scope owns it:
-  /// PendingWork's borrowing constructor), made in place.
-  PendingWork& keep(ChannelCore& core, std::uint64_t wr_id);
+  /// Keeps a handle on request `wr_id` of `core` (posted to `peer`, if on a MultiChannel) that
+  /// borrows the core (the scope's channel outlives it: PendingWork's borrowing constructor),
+  /// made in place.
+  PendingWork& keep(ChannelCore& core, std::uint64_t wr_id, std::optional<std::uint32_t> peer = {});
   [[nodiscard]] std::size_t size() const noexcept {
     return inline_count_ + (spilled_ ? spilled_->size() : 0);
   }
@@ -89,6 +90,11 @@ class ScopeWork {
   /// Waits up to `timeout` for `kept`; records a failure, or a timeout (and cancels the
   /// request), in `result`. The completion if it arrived and succeeded. `whole`: the timeout of
   /// the batch `timeout` is what is left of, which a cancel then names.
+  /// Settles `work` without waiting when its request has succeeded (polling its channel once if
+  /// it has not arrived yet). Whether it did; a handle moved out of the scope counts as settled.
+  static bool settled_quickly(PendingWork& work);
+  /// settled_quickly() for every request not seen complete, until one is not: whether all were.
+  bool drain_quickly();
   static std::optional<WorkCompletion> settle(
       Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result,
       std::optional<std::chrono::nanoseconds> whole = std::nullopt);
@@ -149,6 +155,71 @@ auto run_scope(Scope& scope, Body&& body) -> std::decay_t<std::invoke_result_t<B
   }
 }
 
+/// post_all()'s one mechanism, for a scope on one channel and for a MultiChannel scope's
+/// peer: builds the requests of a range of operations in the storage `core` keeps for lists
+/// and posts them in parts (one doorbell each), keeping every request the device took in
+/// `work` (under `peer` in a MultiChannel scope), also when a part then fails.
+class ListPoster {
+ public:
+  ListPoster(ChannelCore& core, ScopeWork& work, std::optional<std::uint32_t> peer) noexcept
+      : core_(core), work_(work), peer_(peer) {}
+
+  /// Send-queue operations (one type, or op::AnySend); see ScopeBase::post_all.
+  template <typename Operations>
+  void post_all(const Operations& operations, PostOptions options) {
+    post_in_parts(
+        operations, send_list_storage(), [](const auto& operation) { return operation.request(0); },
+        [&](SendRequest& request) { check_request(request, options); },
+        [&](std::span<SendRequest> part) { post_list(part, options); });
+  }
+  /// Receives (op::Receive).
+  template <typename Operations>
+  void post_all(const Operations& operations) {
+    post_in_parts(
+        operations, receive_list_storage(),
+        [](const op::Receive& operation) { return operation.request(0); },
+        [&](const ReceiveRequest& request) { check_request(request); },
+        [&](std::span<ReceiveRequest> part) { post_list(part); });
+  }
+
+ private:
+  /// post_all()'s one mechanism: when `operations` do not all fit `storage`, checks every
+  /// request first (`check`), so that bad input posts nothing; then builds them (`make`) into
+  /// `storage` and posts each full part, and the rest, with `post`.
+  template <typename Operations, typename Request, typename Make, typename Check, typename Post>
+  static void post_in_parts(const Operations& operations, std::span<Request> storage, Make make,
+                            Check check, Post post) {
+    if (std::ranges::distance(operations) > std::ranges::ssize(storage)) {
+      for (const auto& operation : operations) {
+        Request request = make(operation);
+        check(request);
+      }
+    }
+    std::size_t count = 0;
+    for (const auto& operation : operations) {
+      storage[count++] = make(operation);
+      if (count == storage.size()) {
+        post(storage);
+        count = 0;
+      }
+    }
+    if (count != 0) post(storage.first(count));
+  }
+  /// post_all()'s parts: the channel's room for building a list in place, the checks of a
+  /// request as a post would make them, and the posting of a built list (keeping every
+  /// request the device took, also when it then throws).
+  [[nodiscard]] std::span<SendRequest> send_list_storage() noexcept;
+  [[nodiscard]] std::span<ReceiveRequest> receive_list_storage() noexcept;
+  void check_request(SendRequest& request, PostOptions options) const;
+  void check_request(const ReceiveRequest& request) const;
+  void post_list(std::span<SendRequest> requests, PostOptions options);
+  void post_list(std::span<ReceiveRequest> requests);
+
+  ChannelCore& core_;
+  ScopeWork& work_;
+  std::optional<std::uint32_t> peer_;
+};
+
 /// Channel scopes' posting: every post_* keeps the request's PendingWork until the scope ends
 /// and returns a reference to it, valid until then.
 class ScopeBase {
@@ -177,21 +248,14 @@ class ScopeBase {
   template <std::ranges::forward_range Operations>
   requires op::SendOperation<std::ranges::range_value_t<Operations>>
   void post_all(const Operations& operations, PostOptions options = {}) {
-    post_in_parts(
-        operations, send_list_storage(), [](const auto& operation) { return operation.request(0); },
-        [&](SendRequest& request) { check_request(request, options); },
-        [&](std::span<SendRequest> part) { post_list(part, options); });
+    ListPoster(*core_, work_, std::nullopt).post_all(operations, options);
   }
   /// Posts a receive for each of `operations` (a range of op::Receive) as linked lists, one
   /// doorbell each; as post_all() of send-queue operations.
   template <std::ranges::forward_range Operations>
   requires std::same_as<std::ranges::range_value_t<Operations>, op::Receive>
   void post_all(const Operations& operations) {
-    post_in_parts(
-        operations, receive_list_storage(),
-        [](const op::Receive& operation) { return operation.request(0); },
-        [&](const ReceiveRequest& request) { check_request(request); },
-        [&](std::span<ReceiveRequest> part) { post_list(part); });
+    ListPoster(*core_, work_, std::nullopt).post_all(operations);
   }
 
   // The operations by name: post() of the operation.
@@ -239,37 +303,6 @@ class ScopeBase {
   /// The one posting path of a scope: posts `request` on the channel (Channel::post's path)
   /// and keeps its handle.
   PendingWork& post_request(SendRequest& request, PostOptions options);
-  /// post_all()'s one mechanism: when `operations` do not all fit `storage`, checks every
-  /// request first (`check`), so that bad input posts nothing; then builds them (`make`) into
-  /// `storage` and posts each full part, and the rest, with `post`.
-  template <typename Operations, typename Request, typename Make, typename Check, typename Post>
-  static void post_in_parts(const Operations& operations, std::span<Request> storage, Make make,
-                            Check check, Post post) {
-    if (std::ranges::distance(operations) > std::ranges::ssize(storage)) {
-      for (const auto& operation : operations) {
-        Request request = make(operation);
-        check(request);
-      }
-    }
-    std::size_t count = 0;
-    for (const auto& operation : operations) {
-      storage[count++] = make(operation);
-      if (count == storage.size()) {
-        post(storage);
-        count = 0;
-      }
-    }
-    if (count != 0) post(storage.first(count));
-  }
-  /// post_all()'s parts: the channel's room for building a list in place, the checks of a
-  /// request as a post would make them, and the posting of a built list (keeping every
-  /// request the device took, also when it then throws).
-  [[nodiscard]] std::span<SendRequest> send_list_storage() noexcept;
-  [[nodiscard]] std::span<ReceiveRequest> receive_list_storage() noexcept;
-  void check_request(SendRequest& request, PostOptions options) const;
-  void check_request(const ReceiveRequest& request) const;
-  void post_list(std::span<SendRequest> requests, PostOptions options);
-  void post_list(std::span<ReceiveRequest> requests);
 
   std::shared_ptr<ChannelCore> core_;
   ScopeWork work_;

@@ -4,8 +4,10 @@
 // ChannelScope and ManualScope (see ibv/channel/scope.hpp).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <exception>
+#include <ranges>
 #include <span>
 
 #include "ibv/channel/channel.hpp"
@@ -61,6 +63,20 @@ class MultiScopeBase {
                                  const PeerRemoteMemoryRegion& target, std::uint64_t expected,
                                  std::uint64_t desired, PostOptions options = {});
 
+  /// Posts every operation in `operations` to `peer` as linked lists, one doorbell each, and
+  /// keeps their handles: ChannelScope::post_all on the peer's channel (a range of one
+  /// send-queue operation type or of op::AnySend, with `options`; or of op::Receive).
+  template <std::ranges::forward_range Operations>
+  requires op::SendOperation<std::ranges::range_value_t<Operations>>
+  void post_all(std::uint32_t peer, const Operations& operations, PostOptions options = {}) {
+    ListPoster(peer_core(peer), work_, peer).post_all(operations, options);
+  }
+  template <std::ranges::forward_range Operations>
+  requires std::same_as<std::ranges::range_value_t<Operations>, op::Receive>
+  void post_all(std::uint32_t peer, const Operations& operations) {
+    ListPoster(peer_core(peer), work_, peer).post_all(operations);
+  }
+
   void post_scatter_send(std::span<const PeerSend> sends, PostOptions options = {});
   void post_gather_receive(std::span<const PeerReceive> receives);
   void post_scatter_write(std::span<const PeerWrite> writes, PostOptions options = {});
@@ -74,8 +90,10 @@ class MultiScopeBase {
  protected:
   explicit MultiScopeBase(MultiChannel& channels) noexcept : channels_(channels) {}
   ~MultiScopeBase() = default;
-  /// MultiChannel::channel(peer), for the template above.
+  /// MultiChannel::channel(peer), for the templates above (throws for a bad peer).
   [[nodiscard]] Channel& peer_channel(std::uint32_t peer);
+  /// The core of peer_channel(peer).
+  [[nodiscard]] ChannelCore& peer_core(std::uint32_t peer);
   /// Keeps `work`, posted to `peer`, until the scope ends.
   PendingWork& keep(std::uint32_t peer, PendingWork work);
 
