@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ratio>
 #include <type_traits>
 
 namespace ibv {
@@ -29,14 +30,28 @@ class Duration : public std::chrono::nanoseconds {
 
  private:
   template <typename Rep, typename Period>
-  static constexpr std::chrono::nanoseconds saturated(std::chrono::duration<Rep, Period> d) {
-    // long double holds every int64 exactly, so the comparisons cannot overflow.
-    const long double ns = std::chrono::duration<long double, std::nano>(d).count();
-    if (!(ns == ns)) return std::chrono::nanoseconds(0);  // NaN
-    const auto longest = static_cast<long double>(kLongest.count());
-    if (ns >= longest) return kLongest;
-    if (ns <= -longest) return -kLongest;
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(d);
+  static constexpr std::chrono::nanoseconds saturated(std::chrono::duration<Rep, Period> length) {
+    using Source = std::chrono::duration<Rep, Period>;
+    if constexpr (std::is_floating_point_v<Rep>) {
+      const long double ns = std::chrono::duration<long double, std::nano>(length).count();
+      if (!(ns == ns)) return std::chrono::nanoseconds(0);  // NaN
+      const auto longest = static_cast<long double>(kLongest.count());
+      if (ns >= longest) return kLongest;
+      if (ns <= -longest) return -kLongest;
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(length);
+    } else if constexpr (std::ratio_less_equal_v<Period, std::nano>) {
+      // Nanoseconds or finer: the conversion keeps or divides, so only the clamp is left.
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(length);
+      return ns > kLongest ? kLongest : (ns < -kLongest ? -kLongest : ns);
+    } else {
+      // Coarser: compare in the caller's unit first, so that the conversion cannot overflow.
+      constexpr Source kLimit = std::chrono::duration_cast<Source>(kLongest);
+      if (length > kLimit) return kLongest;
+      if constexpr (std::is_signed_v<Rep>) {
+        if (length < -kLimit) return -kLongest;
+      }
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(length);
+    }
   }
 };
 

@@ -19,11 +19,8 @@ std::string duration_text(Duration duration) {
   return std::to_string(count) + " ns";
 }
 
-void check_positive(Duration value, std::string_view argument, std::string_view operation,
-                    std::string_view outcome) {
-  if (value.count() > 0) [[likely]] {
-    return;
-  }
+void throw_not_positive(Duration value, std::string_view argument, std::string_view operation,
+                        std::string_view outcome) {
   std::string reason = "is not positive";
   if (!outcome.empty()) reason.append("; ").append(outcome);
   throw_invalid_argument(operation, std::string(argument) + " " + duration_text(value), reason);

@@ -26,8 +26,15 @@ struct QualifiedName {
 /// Throws ibv::Error (invalid_argument) for `operation`, naming "`argument` <duration_text>",
 /// unless `value` is positive. `outcome`, when given, follows the reason ("is not positive;
 /// nothing was posted").
-void check_positive(Duration value, std::string_view argument, std::string_view operation,
-                    std::string_view outcome = {});
+[[noreturn]] void throw_not_positive(Duration value, std::string_view argument,
+                                     std::string_view operation, std::string_view outcome);
+inline void check_positive(Duration value, std::string_view argument, std::string_view operation,
+                           std::string_view outcome = {}) {
+  if (value.count() > 0) [[likely]] {
+    return;  // inline, so that a passing check builds nothing (no strlen of the names)
+  }
+  throw_not_positive(value, argument, operation, outcome);
+}
 
 /// check_positive for an argument called "timeout".
 inline void check_positive_timeout(Duration timeout, std::string_view operation,

@@ -4,7 +4,9 @@
 #include "ibv/duration.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
+#include <ratio>
 
 #include <gtest/gtest.h>
 
@@ -33,6 +35,12 @@ TEST(Duration, SaturatesAtOneHundredYearsInsteadOfOverflowing) {
   EXPECT_EQ(ibv::Duration(std::chrono::nanoseconds::max()), ibv::Duration::kLongest);
   EXPECT_EQ(ibv::Duration(std::chrono::milliseconds::min()), -ibv::Duration::kLongest);
   EXPECT_EQ(ibv::Duration(std::chrono::duration<double>(1e30)), ibv::Duration::kLongest);
+  // Unsigned ticks and units finer than nanoseconds convert too.
+  EXPECT_EQ(ibv::Duration(std::chrono::duration<unsigned, std::milli>(5)), 5ms);
+  EXPECT_EQ(ibv::Duration(std::chrono::duration<std::int64_t, std::pico>(1500)), 1ns);
+  EXPECT_EQ(ibv::Duration(std::chrono::duration<std::int64_t, std::pico>::max()),
+            std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::duration<std::int64_t, std::pico>::max()));
   // The longest still fits a deadline: now() + it does not overflow.
   const auto deadline = std::chrono::steady_clock::now() + ibv::Duration(std::chrono::hours::max());
   EXPECT_GT(deadline, std::chrono::steady_clock::now());
