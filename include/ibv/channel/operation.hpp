@@ -113,7 +113,9 @@ struct AnySend {
   noexcept                                    // NOLINT(google-explicit-constructor): a list of
       : operation(std::move(alternative)) {}  // mixed operations reads as one
 
-  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+  /// Not noexcept: std::visit may throw bad_variant_access (never for these alternatives,
+  /// whose copies cannot throw, but the type does not say so).
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const {
     return std::visit([wr_id](const auto& alternative) { return alternative.request(wr_id); },
                       operation);
   }
