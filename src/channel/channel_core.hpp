@@ -126,23 +126,11 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
     }
     const CheckedList<SendRequest> checked = qp_.checked(requests);  // bad input throws here
     next_wr_id_ += requests.size();
-    const std::size_t chunk = list_part(Queue::send);
-    for (std::size_t done = 0; done < requests.size();) {
-      const auto part = checked.part(done, std::min(chunk, requests.size() - done));
-      wait_for_room(Queue::send, part.size());
-      const ListPosted result = qp_.post(part);
-      for (std::size_t i = 0; i < result.posted; ++i) {
-        const SendRequest& request = part.requests()[i];
-        track_send(request.wr_id(), request.is_signaled(), request.opcode(), false);
-        if (request.is_inline()) ++inline_posts_;
-        posted(request.wr_id());
-      }
-      if (result.error != 0) [[unlikely]] {
-        throw_post_failure("ibv_post_send", qp_.qp_number(), result.error,
-                           part.requests()[result.posted].wr_id());
-      }
-      done += part.size();
-    }
+    post_in_parts(checked, Queue::send, "ibv_post_send", [&](const SendRequest& request) {
+      track_send(request.wr_id(), request.is_signaled(), request.opcode(), false);
+      if (request.is_inline()) ++inline_posts_;
+      posted(request.wr_id());
+    });
   }
   /// Posts a receive into each of `into` (receives into[i]) as linked lists, one doorbell for
   /// as many as the receive queue has room for; checked, tracked and reported to `posted` as
@@ -158,23 +146,11 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
     }
     const CheckedList<ReceiveRequest> checked = qp_.checked(requests);
     next_wr_id_ += requests.size();
-    const std::size_t chunk = list_part(Queue::receive);
-    for (std::size_t done = 0; done < requests.size();) {
-      const auto part = checked.part(done, std::min(chunk, requests.size() - done));
-      wait_for_room(Queue::receive, part.size());
-      const ListPosted result = qp_.post(part);
-      for (std::size_t i = 0; i < result.posted; ++i) {
-        const std::uint64_t id = part.requests()[i].wr_id();
-        occupy(id, State::receive, true, false);
-        ++in_flight_receive_;
-        posted(id);
-      }
-      if (result.error != 0) [[unlikely]] {
-        throw_post_failure("ibv_post_recv", qp_.qp_number(), result.error,
-                           part.requests()[result.posted].wr_id());
-      }
-      done += part.size();
-    }
+    post_in_parts(checked, Queue::receive, "ibv_post_recv", [&](const ReceiveRequest& request) {
+      occupy(request.wr_id(), State::receive, true, false);
+      ++in_flight_receive_;
+      posted(request.wr_id());
+    });
   }
   /// Room for building the requests of a list in place (list_part() of its queue, at most
   /// kListCapacity): a list post then allocates nothing. One user at a time.
@@ -270,6 +246,26 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   // retire_before's common case, finish) is defined inline below the class, so that a blocking
   // call compiles into one function; what is rare lives in channel_core.cpp.
 
+  /// The list posts' one loop: posts `checked` on `queue` in parts of list_part(), each after
+  /// waiting for its room, and calls `track(request)` for every request the device took, in
+  /// order, before it throws for a part that `verb` cut short.
+  template <typename Request, typename Track>
+  void post_in_parts(const CheckedList<Request>& checked, Queue queue, const char* verb,
+                     Track&& track) {
+    const std::size_t total = checked.size();
+    const std::size_t chunk = list_part(queue);
+    for (std::size_t done = 0; done < total;) {
+      const auto part = checked.part(done, std::min(chunk, total - done));
+      wait_for_room(queue, part.size());
+      const ListPosted result = qp_.post(part);
+      for (std::size_t i = 0; i < result.posted; ++i) track(part.requests()[i]);
+      if (result.error != 0) [[unlikely]] {
+        throw_post_failure(verb, qp_.qp_number(), result.error,
+                           part.requests()[result.posted].wr_id());
+      }
+      done += part.size();
+    }
+  }
   /// The slot of `wr_id` while the channel tracks it (outstanding, arrived or orphaned), else
   /// null: handed out already, or never posted.
   Slot* find(std::uint64_t wr_id) noexcept;
