@@ -1,6 +1,7 @@
-// The out-of-band exchanger of a job: a TCP mesh between the ranks of a NetworkConfig over which
-// every rank contributes one value (an endpoint, a remote region, any byte string) and gets back
-// every rank's, before and between the RDMA connections that need them.
+// The out-of-band exchanger of a job: a TCP mesh between the ranks of a NetworkConfig (a hosts
+// file) over which every rank contributes one value (an endpoint, a remote region, any byte
+// string) and gets back every rank's, or sends each peer its own, before and between the RDMA
+// connections that need them. The Bootstrap of a hosts file.
 #pragma once
 
 #include <chrono>
@@ -14,6 +15,7 @@
 
 #include "ibv/duration.hpp"
 #include "ibv/error.hpp"
+#include "ibv/net/bootstrap.hpp"
 #include "ibv/net/network_config.hpp"
 #include "ibv/net/wire.hpp"
 
@@ -56,10 +58,13 @@ struct ExchangerOptions {
 /// Single-threaded: one thread at a time may use an Exchanger; it starts no threads itself.
 /// Move-only; a moved-from Exchanger may only be destroyed or assigned to.
 ///
+/// Each rank holds world size - 1 sockets: fine for tens of ranks, a limit at hundreds (see
+/// ibv::net::Rendezvous for jobs without a hosts file and O(1) sockets per rank).
+///
 ///   const auto config = ibv::net::NetworkConfig::from_file("network.json");
 ///   ibv::net::Exchanger exchanger(config, rank);
 ///   const std::vector<ibv::Endpoint> endpoints = exchanger.exchange(prepared.endpoint());
-class Exchanger {
+class Exchanger final : public Bootstrap {
  public:
   /// Starts listening on config.host(rank).port at once (on options.listen_address), so that the
   /// peers' connections succeed early; with a world size of 1 it opens nothing. Throws ibv::Error:
@@ -75,7 +80,7 @@ class Exchanger {
   /// Closes this Exchanger's connections and takes over `other`'s.
   Exchanger& operator=(Exchanger&& other) noexcept;
   /// Closes the listener and every connection.
-  ~Exchanger();
+  ~Exchanger() override;
 
   /// All-to-all: every rank contributes `mine` and gets back one entry per rank, index = rank,
   /// its own entry being a copy of `mine`. Every rank must call it, equally often. The first
@@ -94,35 +99,34 @@ class Exchanger {
   /// Exchanger was moved from.
   [[nodiscard]] std::vector<std::vector<std::byte>> exchange_bytes(std::span<const std::byte> mine);
 
-  /// exchange_bytes() of Wire<T>::encode(mine), each peer's entry decoded with Wire<T>::decode
-  /// (own entry: a copy of `mine`). A peer's entry that does not decode throws ibv::Error
-  /// (protocol) naming the rank; that leaves the Exchanger usable, as the exchange itself
-  /// succeeded.
+  /// all_gather<T>(mine): exchange_bytes() of Wire<T>::encode(mine), each peer's entry decoded
+  /// with Wire<T>::decode (own entry: a copy of `mine`). A peer's entry that does not decode
+  /// throws ibv::Error (protocol) naming the rank; that leaves the Exchanger usable, as the
+  /// exchange itself succeeded.
   template <WireSerializable T>
   requires std::copy_constructible<T>
-  [[nodiscard]] std::vector<T> exchange(const T& mine) {
-    const std::vector<std::byte> encoded = Wire<T>::encode(mine);
-    std::vector<std::vector<std::byte>> entries = exchange_bytes(encoded);
-    std::vector<T> values;
-    values.reserve(entries.size());
-    for (std::uint32_t sender = 0; sender < entries.size(); ++sender) {
-      if (sender == rank_) {
-        values.push_back(mine);
-        continue;
-      }
-      try {
-        values.push_back(Wire<T>::decode(entries[sender]));
-      } catch (const Error& error) {
-        throw_undecodable(sender, error);
-      }
-    }
-    return values;
+  [[nodiscard]] std::vector<T> exchange(const T& mine) { return all_gather(mine); }
+
+  /// Bootstrap: exchange_bytes().
+  [[nodiscard]] std::vector<std::vector<std::byte>> all_gather_bytes(
+      std::span<const std::byte> mine) override {
+    return exchange_bytes(mine);
   }
+  /// Bootstrap: one exchange in which each peer gets its own entry, with the errors of
+  /// exchange_bytes() (each entry is bounded by max_message_size).
+  [[nodiscard]] std::vector<std::vector<std::byte>> all_to_all_bytes(
+      std::span<const std::vector<std::byte>> to_peer) override;
+  /// Bootstrap: an exchange of empty messages.
+  void barrier() override;
 
   /// This rank.
-  [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+  [[nodiscard]] std::uint32_t rank() const noexcept override { return rank_; }
   /// Number of ranks, config().world_size().
-  [[nodiscard]] std::size_t world_size() const noexcept { return config_.world_size(); }
+  [[nodiscard]] std::uint32_t world_size() const noexcept override {
+    return static_cast<std::uint32_t>(config_.world_size());
+  }
+  /// "hosts file (TCP mesh of N ranks)".
+  [[nodiscard]] std::string description() const override;
   /// The network this Exchanger connects.
   [[nodiscard]] const NetworkConfig& config() const noexcept { return config_; }
   /// The options it was made with.
@@ -131,7 +135,9 @@ class Exchanger {
  private:
   struct State;  // sockets and per-exchange progress, in src/net/exchanger.cpp
 
-  [[noreturn]] void throw_undecodable(std::uint32_t sender, const Error& error) const;
+  [[noreturn]] void throw_undecodable(std::uint32_t sender, const Error& error) const override;
+  // Every exchange: the checks, then one run with outgoing[peer] for each peer.
+  std::vector<std::vector<std::byte>> run(std::span<const std::span<const std::byte>> outgoing);
 
   NetworkConfig config_;
   std::uint32_t rank_;
