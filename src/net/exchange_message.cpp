@@ -74,12 +74,16 @@ void check_magic_version_kind(std::span<const std::byte> received,
   }
   if (received.size() > kKindAt) {
     const auto kind = std::to_integer<unsigned>(received[kKindAt]);
+    const bool abort_here = expected.accept_abort && expected.kind == MessageKind::data;
     if (kind != static_cast<unsigned>(MessageKind::hello) &&
-        kind != static_cast<unsigned>(MessageKind::data)) {
+        kind != static_cast<unsigned>(MessageKind::data) &&
+        (kind != static_cast<unsigned>(MessageKind::abort) || !abort_here)) {
       violation(expected, "sent a message of unknown kind " + std::to_string(kind) +
-                              " (1 is hello, 2 is data)");
+                              (abort_here ? " (1 is hello, 2 is data, 3 is abort)"
+                                          : " (1 is hello, 2 is data)"));
     }
-    if (kind != static_cast<unsigned>(expected.kind)) {
+    if (kind != static_cast<unsigned>(expected.kind) &&
+        kind != static_cast<unsigned>(MessageKind::abort)) {
       violation(expected, expected.kind == MessageKind::hello
                               ? std::string("sent a data message before introducing itself with "
                                             "a hello")
@@ -116,7 +120,7 @@ void check_ranks(std::span<const std::byte> received, const HeaderExpectation& e
                 "introduced itself as rank " + std::to_string(sender) +
                     ", which is our own rank (two processes started with the same rank?)");
     }
-    if (sender > expected.receiver_rank) {
+    if (sender > expected.receiver_rank && expected.hello_from == HelloFrom::lower_rank) {
       violation(expected, "introduced itself as rank " + std::to_string(sender) +
                               ", a HIGHER rank than ours (" +
                               std::to_string(expected.receiver_rank) + "): only lower ranks dial");
@@ -132,7 +136,10 @@ void check_sequence_and_length(std::span<const std::byte> received,
   if (received.size() >= kSequenceAt + 4) {
     const std::uint32_t sequence = u32_at(received, kSequenceAt);
     const std::uint32_t wanted = expected.kind == MessageKind::hello ? 0 : expected.sequence;
-    if (sequence != wanted) {
+    // An abort ends whatever collective the receiver is in: its number does not matter.
+    const bool abort =
+        std::to_integer<unsigned>(received[kKindAt]) == static_cast<unsigned>(MessageKind::abort);
+    if (sequence != wanted && !abort) {
       if (expected.kind == MessageKind::hello) {
         violation(expected, "sent a hello with sequence number " + std::to_string(sequence) +
                                 " instead of 0");
@@ -141,7 +148,7 @@ void check_sequence_and_length(std::span<const std::byte> received,
                 "sent sequence number " + std::to_string(sequence) + " but this is exchange " +
                     std::to_string(wanted) +
                     " here: the ranks disagree on how many exchanges they did",
-                "every rank must call exchange() the same number of times");
+                "every rank must make the same calls, equally often");
     }
   }
   if (received.size() >= kLengthAt + 4) {
@@ -153,8 +160,8 @@ void check_sequence_and_length(std::span<const std::byte> received,
     if (length > expected.max_payload) {
       violation(expected,
                 "sent a " + std::to_string(length) + "-byte message; the maximum is " +
-                    std::to_string(expected.max_payload) + " (ExchangerOptions::max_message_size)",
-                "raise ExchangerOptions::max_message_size on every rank, or send less");
+                    std::to_string(expected.max_payload) + " (" + std::string(expected.limit) + ")",
+                "raise " + std::string(expected.limit) + " on every rank, or send less");
     }
   }
 }
@@ -165,6 +172,7 @@ std::string_view to_string(MessageKind kind) noexcept {
   switch (kind) {
     case MessageKind::hello: return "hello";
     case MessageKind::data: return "data";
+    case MessageKind::abort: return "abort";
   }
   return "unknown";
 }

@@ -1,5 +1,5 @@
 // Node, NodeBuilder and PreparedNode: building a rank, connecting it to every other rank
-// (directly from their NodeEndpoints, or over an Exchanger), and running its barriers.
+// (directly from their endpoints, or over a Bootstrap), and running its barriers.
 #include "ibv/net/node.hpp"
 
 #include <cerrno>
@@ -8,7 +8,7 @@
 
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
-#include "ibv/net/exchanger.hpp"
+#include "ibv/net/bootstrap.hpp"
 #include "net/rdma_barrier.hpp"
 
 namespace ibv::net {
@@ -104,7 +104,39 @@ NodeEndpoint PreparedNode::endpoint() const {
   return endpoint;
 }
 
+PeerEndpoint PreparedNode::endpoint_for(std::uint32_t peer) const {
+  const auto& endpoints = channels_.endpoints();
+  if (peer >= endpoints.size()) {
+    throw_invalid_argument("PreparedNode::endpoint_for", "peer " + std::to_string(peer),
+                           "is not below the world size " + std::to_string(world_size()));
+  }
+  return {.rank = rank(),
+          .world_size = world_size(),
+          .queue_pair = endpoints[peer].value_or(Endpoint{}),
+          .barrier = barrier_->slots()};
+}
+
 Node PreparedNode::handshake(std::span<const NodeEndpoint> remote) && {
+  std::vector<PeerEndpoint> mine(remote.size());
+  for (std::uint32_t peer = 0; peer < remote.size(); ++peer) {
+    const NodeEndpoint& endpoint = remote[peer];
+    if (peer == rank()) {
+      mine[peer].barrier = endpoint.barrier;  // as given; only the other entries are checked
+      continue;
+    }
+    if (endpoint.world_size != world_size() || endpoint.queue_pairs.size() != world_size()) {
+      throw_invalid_argument("PreparedNode::handshake", "remote[" + std::to_string(peer) + "]",
+                             "is for a world of " + std::to_string(endpoint.world_size) +
+                                 " ranks with " + std::to_string(endpoint.queue_pairs.size()) +
+                                 " queue pairs; this world has " + std::to_string(world_size()) +
+                                 " (are both ranks started from the same configuration?)");
+    }
+    mine[peer] = endpoint.for_peer(rank());
+  }
+  return std::move(*this).handshake(std::span<const PeerEndpoint>(mine));
+}
+
+Node PreparedNode::handshake(std::span<const PeerEndpoint> remote) && {
   constexpr std::string_view kOperation = "PreparedNode::handshake";
   const std::uint32_t world = world_size();
   if (remote.size() != world) {
@@ -117,7 +149,7 @@ Node PreparedNode::handshake(std::span<const NodeEndpoint> remote) && {
   slots.reserve(world);
   const auto needed = barrier_->max_rounds() * world * sizeof(std::uint64_t);
   for (std::uint32_t peer = 0; peer < world; ++peer) {
-    const NodeEndpoint& endpoint = remote[peer];
+    const PeerEndpoint& endpoint = remote[peer];
     slots.emplace_back(peer, endpoint.barrier);
     if (peer == rank()) continue;
     const std::string where = "remote[" + std::to_string(peer) + "]";
@@ -126,11 +158,10 @@ Node PreparedNode::handshake(std::span<const NodeEndpoint> remote) && {
                              "is rank " + std::to_string(endpoint.rank) + "'s endpoint, not rank " +
                                  std::to_string(peer) + "'s");
     }
-    if (endpoint.world_size != world || endpoint.queue_pairs.size() != world) {
+    if (endpoint.world_size != world) {
       throw_invalid_argument(kOperation, where,
                              "is for a world of " + std::to_string(endpoint.world_size) +
-                                 " ranks with " + std::to_string(endpoint.queue_pairs.size()) +
-                                 " queue pairs; this world has " + std::to_string(world) +
+                                 " ranks; this world has " + std::to_string(world) +
                                  " (are both ranks started from the same configuration?)");
     }
     if (endpoint.barrier.length() < needed) {
@@ -139,24 +170,27 @@ Node PreparedNode::handshake(std::span<const NodeEndpoint> remote) && {
                                  " bytes; a world of " + std::to_string(world) + " needs " +
                                  std::to_string(needed));
     }
-    queue_pairs[peer] = endpoint.queue_pairs[rank()];
+    queue_pairs[peer] = endpoint.queue_pair;
   }
   MultiChannel channels = std::move(channels_).handshake(queue_pairs);
   barrier_->set_peer_slots(std::move(slots));
   return {std::move(channels), std::move(barrier_), algorithm_, barrier_timeout_};
 }
 
-Node PreparedNode::connect(Exchanger& exchanger) && {
-  if (exchanger.rank() != rank() || exchanger.world_size() != world_size()) {
-    throw_invalid_argument("PreparedNode::connect", "exchanger",
-                           "is rank " + std::to_string(exchanger.rank()) + " of " +
-                               std::to_string(exchanger.world_size()) + "; this node is rank " +
+Node PreparedNode::connect(Bootstrap& bootstrap) && {
+  if (bootstrap.rank() != rank() || bootstrap.world_size() != world_size()) {
+    throw_invalid_argument("PreparedNode::connect", "bootstrap",
+                           "is rank " + std::to_string(bootstrap.rank()) + " of " +
+                               std::to_string(bootstrap.world_size()) + "; this node is rank " +
                                std::to_string(rank()) + " of " + std::to_string(world_size()));
   }
-  const std::vector<NodeEndpoint> remote = exchanger.exchange(endpoint());
-  Node node = std::move(*this).handshake(remote);
+  std::vector<PeerEndpoint> mine;
+  mine.reserve(world_size());
+  for (std::uint32_t peer = 0; peer < world_size(); ++peer) mine.push_back(endpoint_for(peer));
+  const std::vector<PeerEndpoint> remote = bootstrap.all_to_all<PeerEndpoint>(mine);
+  Node node = std::move(*this).handshake(std::span<const PeerEndpoint>(remote));
   // Every rank's queue pairs are ready to receive once every rank has got here.
-  (void)exchanger.exchange_bytes({});
+  bootstrap.barrier();
   return node;
 }
 

@@ -10,6 +10,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 #include "detail/brief_quote.hpp"
 #include "ibv/error.hpp"
@@ -250,7 +251,21 @@ void Dial::failed(int errno_value, Clock::time_point now, Duration retry_interva
   ++next_;
   // The next address at once; after the last one, a pause.
   const bool round_done = addresses_.empty() || next_ % addresses_.size() == 0;
-  next_attempt_ = round_done ? now + retry_interval : now;
+  next_attempt_ = round_done ? now + backoff(retry_interval) : now;
+}
+
+Duration Dial::backoff(Duration retry_interval) {
+  // Each pause half as long again as the one before, up to a second (or retry_interval when
+  // that is longer), spread over 75-125 %: hundreds of ranks that dial one port that is not
+  // up yet do not come back in step, and a port that stays shut costs few attempts.
+  const Duration longest = std::max<Duration>(retry_interval, std::chrono::seconds(1));
+  pause_ = pause_.count() == 0 ? retry_interval : std::min<Duration>(pause_ * 3 / 2, longest);
+  if (random_.has_value() == false) {
+    random_.emplace(static_cast<std::uint_fast32_t>(::getpid()) * 2654435761U ^
+                    static_cast<std::uint_fast32_t>(port_));
+  }
+  std::uniform_int_distribution<int> percent(75, 125);
+  return Duration(std::chrono::nanoseconds(pause_.count() / 100 * percent(*random_)));
 }
 
 std::string Dial::waiting_reason(const std::string& peer) const {

@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -129,6 +131,8 @@ class Dial {
 
  private:
   void resolve();
+  // The pause after a round of failed attempts: growing, jittered.
+  [[nodiscard]] Duration backoff(Duration retry_interval);
 
   std::string host_;
   std::uint16_t port_ = 0;
@@ -140,6 +144,8 @@ class Dial {
   int last_errno_ = 0;
   std::string resolve_failure_;  // why the host name did not resolve, if it did not
   std::string address_;
+  Duration pause_{};
+  std::optional<std::minstd_rand> random_;
 };
 
 /// One TCP connection carrying framed messages (ibv/net/exchange_message.hpp): a peer rank's,

@@ -1,6 +1,6 @@
 // Device-test helper: a Node world on one device, every rank a thread of this process with its
-// own Context, protection domain and Exchanger (TCP on 127.0.0.1, a port per rank). Used by
-// node_test.cpp and wait_test.cpp.
+// own Context, protection domain and Bootstrap on 127.0.0.1: an Exchanger (a port per rank) or
+// a Rendezvous (one port for the root). Used by node_test.cpp and wait_test.cpp.
 #pragma once
 
 #include <unistd.h>
@@ -10,12 +10,16 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "device_fixture.hpp"
+#include "ibv/net/bootstrap.hpp"
+#include "ibv/net/exchanger.hpp"
+#include "ibv/net/rendezvous.hpp"
 
 namespace ibv::test {
 
@@ -40,11 +44,34 @@ inline net::NetworkConfig local_config(std::uint32_t world, const std::string& d
   return builder.build();
 }
 
-/// Runs body(node) on `world` ranks, one thread each, every rank connected through an
-/// Exchanger; rethrows the first exception of any rank after all threads have ended.
+/// How the ranks of run_ranks() find each other.
+enum class BootstrapKind { hosts_file, rendezvous };
+
+inline std::string to_string(BootstrapKind kind) {
+  return kind == BootstrapKind::hosts_file ? "hosts_file" : "rendezvous";
+}
+
+/// The Bootstrap of `rank` of the world `config` describes: its Exchanger, or a Rendezvous at
+/// rank 0's address.
+inline std::unique_ptr<net::Bootstrap> make_bootstrap(BootstrapKind kind,
+                                                      const net::NetworkConfig& config,
+                                                      std::uint32_t rank) {
+  constexpr auto kTimeout = std::chrono::seconds(20);
+  if (kind == BootstrapKind::hosts_file) {
+    return std::make_unique<net::Exchanger>(config, rank,
+                                            net::ExchangerOptions{.timeout = kTimeout});
+  }
+  return std::make_unique<net::Rendezvous>(
+      net::RootAddress{.host = config.host(0).hostname, .port = config.host(0).port}, rank,
+      static_cast<std::uint32_t>(config.world_size()), net::RendezvousOptions{.timeout = kTimeout});
+}
+
+/// Runs body(node, bootstrap) on `world` ranks, one thread each, every rank connected through
+/// a Bootstrap of `kind`; rethrows the first exception of any rank after all threads have ended.
 inline void run_ranks(std::uint32_t world,
-                      const std::function<void(net::Node&, net::Exchanger&)>& body,
-                      const std::function<void(net::NodeBuilder&)>& configure = {}) {
+                      const std::function<void(net::Node&, net::Bootstrap&)>& body,
+                      const std::function<void(net::NodeBuilder&)>& configure = {},
+                      BootstrapKind kind = BootstrapKind::hosts_file) {
   const std::string device = open_test_device().name();
   const net::NetworkConfig config = local_config(world, device);
   std::mutex mutex;
@@ -53,7 +80,7 @@ inline void run_ranks(std::uint32_t world,
   for (std::uint32_t rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
       try {
-        net::Exchanger exchanger(config, rank, {.timeout = std::chrono::seconds(20)});
+        const std::unique_ptr<net::Bootstrap> bootstrap = make_bootstrap(kind, config, rank);
         const Context context = open_device(device);
         const ProtectionDomain pd(context);
         QueuePairSettings settings;
@@ -61,8 +88,8 @@ inline void run_ranks(std::uint32_t world,
         net::NodeBuilder builder(pd, rank, world);
         builder.queue_pair(settings).barrier_timeout(std::chrono::seconds(20));
         if (configure) configure(builder);
-        net::Node node = builder.build().connect(exchanger);
-        body(node, exchanger);
+        net::Node node = builder.build().connect(*bootstrap);
+        body(node, *bootstrap);
       } catch (...) {
         const std::lock_guard lock(mutex);
         if (!first_error) first_error = std::current_exception();

@@ -37,7 +37,7 @@ TEST(NodeBarrier, NoRankLeavesBeforeAllArrivedForEveryAlgorithm) {
     std::vector<std::atomic<std::uint32_t>> arrived(kRounds);
     run_ranks(
         kWorld,
-        [&](Node& node, net::Exchanger&) {
+        [&](Node& node, net::Bootstrap&) {
           EXPECT_EQ(node.barrier_algorithm(), algorithm);
           for (std::size_t i = 0; i < kRounds; ++i) {
             arrived[i].fetch_add(1);
@@ -58,7 +58,7 @@ TEST(NodeBarrier, SubsetsAndAllRanksInterleaved) {
   std::vector<std::atomic<std::uint32_t>> in_odd(kRounds);
   std::vector<std::atomic<std::uint32_t>> in_pair(kRounds);
   std::vector<std::atomic<std::uint32_t>> in_all(kRounds);
-  run_ranks(kWorld, [&](Node& node, net::Exchanger&) {
+  run_ranks(kWorld, [&](Node& node, net::Bootstrap&) {
     const auto me = node.rank();
     for (std::size_t i = 0; i < kRounds; ++i) {
       const auto round_algorithm = kAlgorithms.at(i % 3);
@@ -80,7 +80,7 @@ TEST(NodeBarrier, SubsetsAndAllRanksInterleaved) {
 }
 
 TEST(NodeBarrier, ABadSubsetIsRejectedAndPoisonsNothing) {
-  run_ranks(3, [&](Node& node, net::Exchanger&) {
+  run_ranks(3, [&](Node& node, net::Bootstrap&) {
     const std::vector<std::uint32_t> unsorted{2, 0, 1};
     EXPECT_TRUE(
         throws_error(ErrorKind::invalid_argument, [&] { node.barrier(unsorted); }, {"order"}));
@@ -105,7 +105,7 @@ TEST(NodeBarrier, TimesOutWhenARankNeverArrivesAndIsPoisonedAfter) {
   for (const auto algorithm : kAlgorithms) {
     SCOPED_TRACE(std::string(to_string(algorithm)));
     std::atomic<int> finished{0};
-    run_ranks(3, [&](Node& node, net::Exchanger&) {
+    run_ranks(3, [&](Node& node, net::Bootstrap&) {
       if (node.rank() == 2) {  // never enters; stays alive until the others are done
         while (finished.load() < 2) std::this_thread::sleep_for(10ms);
         return;
@@ -124,45 +124,54 @@ TEST(NodeBarrier, TimesOutWhenARankNeverArrivesAndIsPoisonedAfter) {
   }
 }
 
-TEST(NodeOperations, NeighboursWriteAndSendWithExchangedRegions) {
+class NodeOverEachBootstrap : public ::testing::TestWithParam<BootstrapKind> {};
+
+TEST_P(NodeOverEachBootstrap, NeighboursWriteAndSendWithExchangedRegions) {
   constexpr std::uint32_t kWorld = 4;
   constexpr std::size_t kHalf = 2048;
-  run_ranks(kWorld, [&](Node& node, net::Exchanger& exchanger) {
-    const std::uint32_t me = node.rank();
-    const std::uint32_t right = (me + 1) % kWorld;
-    const std::uint32_t left = (me + kWorld - 1) % kWorld;
-    EXPECT_EQ(node.peers().size(), kWorld - 1);
-    std::vector<std::byte> inbox(2 * kHalf, std::byte{0});
-    std::vector<std::byte> outbox(2 * kHalf);
-    fill_pattern(outbox, me);
-    const MemoryRegion in_mr =
-        node.protection_domain().register_remote_accessible(inbox, RemoteAccess::write());
-    const MemoryRegion out_mr = node.protection_domain().register_local(outbox);
-    const auto inboxes = tag_with_ranks(exchanger.exchange(in_mr.remote()));
-    ASSERT_EQ(inboxes.size(), kWorld);
+  run_ranks(
+      kWorld,
+      [&](Node& node, net::Bootstrap& bootstrap) {
+        const std::uint32_t me = node.rank();
+        const std::uint32_t right = (me + 1) % kWorld;
+        const std::uint32_t left = (me + kWorld - 1) % kWorld;
+        EXPECT_EQ(node.peers().size(), kWorld - 1);
+        std::vector<std::byte> inbox(2 * kHalf, std::byte{0});
+        std::vector<std::byte> outbox(2 * kHalf);
+        fill_pattern(outbox, me);
+        const MemoryRegion in_mr =
+            node.protection_domain().register_remote_accessible(inbox, RemoteAccess::write());
+        const MemoryRegion out_mr = node.protection_domain().register_local(outbox);
+        const auto inboxes = tag_with_ranks(bootstrap.all_gather(in_mr.remote()));
+        ASSERT_EQ(inboxes.size(), kWorld);
 
-    const std::array first_half{out_mr.gather(std::span(outbox).first(kHalf))};
-    const std::array second_half{out_mr.gather(std::span(outbox).last(kHalf))};
-    EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
-                             [&] { node.write(right, first_half, inboxes[left]); },
-                             {"belongs to peer " + std::to_string(left)}));
+        const std::array first_half{out_mr.gather(std::span(outbox).first(kHalf))};
+        const std::array second_half{out_mr.gather(std::span(outbox).last(kHalf))};
+        EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                                 [&] { node.write(right, first_half, inboxes[left]); },
+                                 {"belongs to peer " + std::to_string(left)}));
 
-    PendingWork receive =
-        node.post_receive(right, std::array{in_mr.scatter(std::span(inbox).last(kHalf))});
-    node.barrier();  // every receive is posted before anyone sends
-    node.send(left, second_half);
-    node.write(right, first_half, inboxes[right].sub_region(0, kHalf));
-    EXPECT_EQ(receive.wait().byte_length(), kHalf);
-    node.barrier();  // every write has completed, so every inbox is whole
+        PendingWork receive =
+            node.post_receive(right, std::array{in_mr.scatter(std::span(inbox).last(kHalf))});
+        node.barrier();  // every receive is posted before anyone sends
+        node.send(left, second_half);
+        node.write(right, first_half, inboxes[right].sub_region(0, kHalf));
+        EXPECT_EQ(receive.wait().byte_length(), kHalf);
+        node.barrier();  // every write has completed, so every inbox is whole
 
-    std::vector<std::byte> from_left(2 * kHalf);
-    std::vector<std::byte> from_right(2 * kHalf);
-    fill_pattern(from_left, left);
-    fill_pattern(from_right, right);
-    EXPECT_TRUE(same_bytes(std::span(from_left).first(kHalf), std::span(inbox).first(kHalf)));
-    EXPECT_TRUE(same_bytes(std::span(from_right).last(kHalf), std::span(inbox).last(kHalf)));
-  });
+        std::vector<std::byte> from_left(2 * kHalf);
+        std::vector<std::byte> from_right(2 * kHalf);
+        fill_pattern(from_left, left);
+        fill_pattern(from_right, right);
+        EXPECT_TRUE(same_bytes(std::span(from_left).first(kHalf), std::span(inbox).first(kHalf)));
+        EXPECT_TRUE(same_bytes(std::span(from_right).last(kHalf), std::span(inbox).last(kHalf)));
+      },
+      {}, GetParam());
 }
+
+INSTANTIATE_TEST_SUITE_P(NodeOperations, NodeOverEachBootstrap,
+                         ::testing::Values(BootstrapKind::hosts_file, BootstrapKind::rendezvous),
+                         [](const auto& kind) { return to_string(kind.param); });
 
 TEST(PreparedNodeHandshake, ChecksEveryEndpointFirst) {
   const Context context = open_test_device();

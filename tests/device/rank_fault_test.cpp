@@ -397,7 +397,9 @@ int exchange_rank_role(const std::vector<std::string>& args) {
     settings.gid_index = test_gid_index(context);
     const net::PreparedNode prepared =
         net::NodeBuilder(pd, config, rank).queue_pair(settings).build();
-    (void)exchanger.exchange(prepared.endpoint());
+    std::vector<net::PeerEndpoint> mine;
+    for (std::uint32_t peer = 0; peer < world; ++peer) mine.push_back(prepared.endpoint_for(peer));
+    (void)exchanger.all_to_all<net::PeerEndpoint>(mine);
     std::printf("DYING at_ns=%lld\n", static_cast<long long>(now_ns()));
     std::fflush(stdout);
     std::raise(SIGKILL);

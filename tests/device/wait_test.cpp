@@ -549,7 +549,7 @@ TEST(NodeWait, BarriersInBlockingModeHoldEveryoneAndALateRankCostsLittleCpu) {
   const auto blocking = [](net::NodeBuilder& builder) { builder.wait_mode(WaitMode::block()); };
   run_ranks(
       kWorld,
-      [&](net::Node& node, net::Exchanger&) {
+      [&](net::Node& node, net::Bootstrap&) {
         EXPECT_EQ(node.completion_fd(), node.channel(node.peers().front()).completion_fd());
         for (std::size_t i = 0; i < kRounds; ++i) {
           arrived[i].fetch_add(1);

@@ -1,5 +1,5 @@
-// The framing of the out-of-band exchanger's TCP messages (ibv::net::Exchanger) as pure logic:
-// encoding a header, and decoding and validating one from the bytes received so far, with no
+// The framing of the out-of-band TCP messages (ibv::net::Exchanger, ibv::net::Rendezvous) as pure
+// logic: encoding a header, and decoding and validating one from the bytes received so far, with no
 // sockets involved, so that every rule of the protocol can be tested on its own.
 //
 // Wire protocol, version 1
@@ -10,7 +10,7 @@
 //   offset  size  field
 //        0     4  magic: the ASCII bytes "IBVX"
 //        4     1  version: 1
-//        5     1  kind: 1 = hello, 2 = data
+//        5     1  kind: 1 = hello, 2 = data, 3 = abort (rendezvous only)
 //        6     2  reserved: zero
 //        8     4  sender rank: 0 .. world size - 1
 //       12     4  world size: the number of ranks in the sender's NetworkConfig
@@ -22,6 +22,10 @@
 // the acceptor learns who it is. Then each exchange sends exactly one data message each way on
 // every connection, carrying the sender's contribution; the connections stay open for the
 // following exchanges, whose sequence numbers count up from 0.
+//
+// The rendezvous (ibv/net/rendezvous.hpp) uses the same header on a star: every rank but 0 dials
+// rank 0 and says hello; each collective is one data message to rank 0 and one back. Rank 0
+// may answer with an abort instead, whose payload says why the job failed (see rendezvous.cpp).
 //
 // The receiver checks everything before it believes anything: the magic, version, kind and
 // reserved bytes, a world size equal to its own, a sender rank below the world size and equal to
@@ -43,9 +47,13 @@ namespace ibv::net {
 enum class MessageKind : std::uint8_t {
   hello = 1,  ///< A dialler introduces itself: the first message on every connection.
   data = 2,   ///< One rank's contribution to one exchange.
+  abort = 3,  ///< The rendezvous root ends the job; the payload says why (text).
 };
 
-/// "hello" or "data"; "unknown" for other values.
+/// Which ranks may send a hello: the mesh's lower ranks, or (the rendezvous root) any other.
+enum class HelloFrom : std::uint8_t { lower_rank, any_other_rank };
+
+/// "hello", "data" or "abort"; "unknown" for other values.
 [[nodiscard]] std::string_view to_string(MessageKind kind) noexcept;
 
 /// The fixed header in front of every message of the exchanger protocol (see the top of this
@@ -91,6 +99,12 @@ struct HeaderExpectation {
   std::string_view peer = "the peer";
   /// The operation named by errors ("Exchanger::exchange"). Must outlive the call.
   std::string_view operation = "Exchanger::exchange";
+  /// The setting that bounds max_payload, as errors name it. Must outlive the call.
+  std::string_view limit = "ExchangerOptions::max_message_size";
+  /// Who may say hello (only for kind hello).
+  HelloFrom hello_from = HelloFrom::lower_rank;
+  /// Whether an abort may come instead of the data message expected (rendezvous members).
+  bool accept_abort = false;
 };
 
 /// Checks the first `received.size()` bytes of a header (fewer than MessageHeader::kSize while

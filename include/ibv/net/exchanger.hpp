@@ -25,7 +25,9 @@ namespace ibv::net {
 struct ExchangerOptions {
   /// One overall deadline for each exchange() (building the mesh and the transfer); positive.
   Duration timeout{std::chrono::seconds(30)};
-  /// Pause between connection attempts to a peer that is not listening yet; positive.
+  /// First pause between connection attempts to a peer that is not listening yet; positive.
+  /// Later pauses grow by half each time up to 1 s (or this, when longer), each spread over
+  /// 75-125 %, so that many ranks do not retry in step.
   Duration retry_interval{std::chrono::milliseconds(100)};
   /// Largest payload of one message, in bytes, incoming or outgoing: 1 .. 2^32 - 1. A peer that
   /// announces more fails the exchange before anything is allocated for it.
@@ -40,9 +42,9 @@ struct ExchangerOptions {
 ///
 /// Rank r listens on config.host(r).port from construction on, accepts one connection from
 /// every lower rank and dials every higher rank (config.host(h).hostname, IPv4 or IPv6). The
-/// first exchange() builds this mesh, retrying refused connections every
-/// ExchangerOptions::retry_interval until its deadline, so the ranks may start in any order
-/// within ExchangerOptions::timeout. Later exchanges reuse the connections; every message
+/// first exchange() builds this mesh, retrying refused connections
+/// (ExchangerOptions::retry_interval, backing off) until its deadline, so the ranks may start in
+/// any order within ExchangerOptions::timeout. Later exchanges reuse the connections; every message
 /// carries a sequence number, so ranks that disagree on how many exchanges they did are detected.
 /// The protocol is described in ibv/net/exchange_message.hpp.
 ///

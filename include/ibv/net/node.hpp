@@ -1,7 +1,7 @@
 // Node: one rank of a job. A MultiChannel to every other rank, plus the rank's identity and
 // barriers over RDMA. Built in two phases like every connection here: NodeBuilder ->
-// PreparedNode (its NodeEndpoint goes to every other rank) -> handshake -> Node; connect()
-// does the exchange over TCP with an ibv::net::Exchanger.
+// PreparedNode (each peer gets its PeerEndpoint) -> handshake -> Node; connect() does the
+// exchange over any ibv::net::Bootstrap (a hosts file's Exchanger, a Rendezvous, PMIx).
 //
 //   const auto config = ibv::net::NetworkConfig::from_file("network.json");
 //   ibv::net::Exchanger exchanger(config, rank);
@@ -44,7 +44,7 @@
 
 namespace ibv::net {
 
-class Exchanger;
+class Bootstrap;
 class PreparedNode;
 class Node;
 
@@ -112,19 +112,25 @@ class PreparedNode {
 
   [[nodiscard]] std::uint32_t rank() const noexcept { return channels_.rank(); }
   [[nodiscard]] std::uint32_t world_size() const noexcept { return channels_.world_size(); }
-  /// What every other rank needs from this one.
+  /// What every other rank needs from this one, all at once.
   [[nodiscard]] NodeEndpoint endpoint() const;
+  /// What `peer` needs from this one: endpoint().for_peer(peer) without the rest.
+  [[nodiscard]] PeerEndpoint endpoint_for(std::uint32_t peer) const;
 
-  /// Connects to every peer. `remote[r]` is rank r's NodeEndpoint (the entry at rank() is
+  /// Connects to every peer. `remote[r]` is what rank r sent this rank (the entry at rank() is
   /// ignored). Everything is checked first: a wrong count, an entry from another rank or for
-  /// another world size throws ibv::Error (invalid_argument) naming it. The peers must have
-  /// handshaken too before this Node posts anything to them (connect() sees to that).
+  /// another world size, barrier slots too small, throw ibv::Error (invalid_argument) naming it.
+  /// The peers must have handshaken too before this Node posts anything to them (connect()
+  /// sees to that).
+  [[nodiscard]] Node handshake(std::span<const PeerEndpoint> remote) &&;
+  /// handshake() from every rank's whole NodeEndpoint (index = rank), with the same checks.
   [[nodiscard]] Node handshake(std::span<const NodeEndpoint> remote) &&;
-  /// Exchanges endpoints with every rank over `exchanger`, handshakes, then exchanges once
-  /// more so that no rank returns before every rank's queue pairs are connected. Throws
-  /// ibv::Error (invalid_argument) when the exchanger is for another rank or world size, and
-  /// the exchanger's errors (timeout, connection, protocol) as they are.
-  [[nodiscard]] Node connect(Exchanger& exchanger) &&;
+  /// Sends each peer its PeerEndpoint over `bootstrap` (Bootstrap::all_to_all: this rank
+  /// receives O(world size) bytes), handshakes, then waits in bootstrap.barrier() so that no
+  /// rank returns before every rank's queue pairs are connected. Throws ibv::Error
+  /// (invalid_argument) when the bootstrap is for another rank or world size, and the
+  /// bootstrap's errors (timeout, connection, protocol) as they are.
+  [[nodiscard]] Node connect(Bootstrap& bootstrap) &&;
 
  private:
   friend class NodeBuilder;  // NodeBuilder::build() makes every PreparedNode
