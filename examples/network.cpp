@@ -1,15 +1,17 @@
-// The Network layer: one rank per host, from a JSON network configuration. The ranks exchange
-// their endpoints over TCP (ibv::net::Exchanger), connect a Node each, then for a few rounds
-// every rank RDMA-writes a block into its right neighbour's memory and sends a message to its
-// left neighbour, checking what arrived from both; barriers keep the rounds in step. At the
+// The Network layer: a Node per rank, however the job was started. The ranks find each other
+// through ibv::net::bootstrap_from_environment() (PMIx under mpirun or srun, a TCP rendezvous
+// with IBV_BOOTSTRAP=host:port, or a JSON hosts file), connect a Node each, then for a few
+// rounds every rank RDMA-writes a block into its right neighbour's memory and sends a message to
+// its left neighbour, checking what arrived from both; barriers keep the rounds in step. At the
 // end each barrier algorithm is timed.
 //
-//   network --config FILE [--rank N] [--rounds N] [--algorithm NAME] [--gid-index N]
-//           [--timeout-ms N] [--barriers N]
+//   network [--config FILE] [--rank N] [--world N] [--rounds N] [--algorithm NAME]
+//           [--gid-index N] [--timeout-ms N] [--barriers N]
 //
-// The rank comes from --rank, or from the launcher's environment (mpirun, srun, a PMI
-// launcher), so `mpirun -np 4 network --config hosts.json` works unchanged. Each rank opens the
-// device its host entry names ("ibdev") and listens on its "port".
+// `mpirun -np 4 network` works with no configuration at all (PMIx); so does
+// `IBV_BOOTSTRAP=node01:18515 srun -n 4 network`. With --config each rank opens the device its
+// host entry names ("ibdev") and listens on its "port"; otherwise it opens IBV_DEVICE or the
+// first active device. The rank and world size come from the launcher, else --rank / --world.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -35,6 +38,7 @@ constexpr std::size_t kBlock = 4096;  // bytes written or sent per neighbour and
 struct Options {
   std::string config;
   std::optional<std::uint32_t> rank;
+  std::optional<std::uint32_t> world;
   std::uint32_t rounds = 5;
   net::BarrierAlgorithm algorithm = net::BarrierAlgorithm::dissemination;
   std::optional<std::uint32_t> gid_index;
@@ -45,7 +49,8 @@ struct Options {
 [[noreturn]] void usage(std::string_view problem) {
   std::fprintf(stderr,
                "network: %.*s\n"
-               "usage: network --config FILE [--rank N] [--rounds N] [--algorithm "
+               "usage: network [--config FILE] [--rank N] [--world N] [--rounds N] "
+               "[--algorithm "
                "centralized|binary_tree|dissemination]\n"
                "               [--gid-index N] [--timeout-ms N] [--barriers N]\n",
                static_cast<int>(problem.size()), problem.data());
@@ -71,6 +76,8 @@ Options parse(int argc, char** argv) {
       options.config = value;
     } else if (flag == "--rank") {
       options.rank = number(flag, value);
+    } else if (flag == "--world") {
+      options.world = number(flag, value);
     } else if (flag == "--rounds") {
       options.rounds = number(flag, value);
     } else if (flag == "--gid-index") {
@@ -94,21 +101,7 @@ Options parse(int argc, char** argv) {
       usage("unknown option " + std::string(flag));
     }
   }
-  if (options.config.empty()) usage("--config is required");
   return options;
-}
-
-/// The rank from --rank, else from the launcher; checked against the configuration.
-std::uint32_t choose_rank(const Options& options, const net::NetworkConfig& config) {
-  if (options.rank) {
-    (void)config.host(*options.rank);  // throws naming the world size if out of range
-    return *options.rank;
-  }
-  if (const auto launcher = net::rank_from_launcher()) {
-    net::check_against(*launcher, config);
-    return launcher->rank;
-  }
-  usage("no --rank, and no launcher (mpirun, srun, PMI) set a rank in the environment");
 }
 
 /// The byte `index` of the block that `sender` sends in `round`.
@@ -129,7 +122,7 @@ bool holds(std::span<const std::byte> block, std::uint32_t sender, std::uint32_t
 
 /// Neighbour rounds: write right, send left, check both arrivals. Returns the number of rounds
 /// whose data was wrong (0 when all is well).
-std::uint32_t neighbour_rounds(net::Node& node, net::Exchanger& exchanger, std::uint32_t rounds) {
+std::uint32_t neighbour_rounds(net::Node& node, net::Bootstrap& bootstrap, std::uint32_t rounds) {
   const std::uint32_t world = node.world_size();
   const std::uint32_t me = node.rank();
   const std::uint32_t right = (me + 1) % world;
@@ -145,7 +138,7 @@ std::uint32_t neighbour_rounds(net::Node& node, net::Exchanger& exchanger, std::
   const ibv::MemoryRegion outbox_mr = pd.register_local(outbox);
   // Every rank's inbox, tagged with its rank: writing one into the wrong peer is refused.
   const std::vector<ibv::PeerRemoteMemoryRegion> inboxes =
-      ibv::tag_with_ranks(exchanger.exchange(inbox_mr.remote()));
+      ibv::tag_with_ranks(bootstrap.all_gather(inbox_mr.remote()));
 
   const std::span<std::byte> written = std::span(inbox).first(kBlock);
   const std::span<std::byte> received = std::span(inbox).last(kBlock);
@@ -173,30 +166,32 @@ std::uint32_t neighbour_rounds(net::Node& node, net::Exchanger& exchanger, std::
 
 int main(int argc, char** argv) try {
   const Options options = parse(argc, argv);
-  const net::NetworkConfig config = net::NetworkConfig::from_file(options.config);
-  const std::uint32_t rank = choose_rank(options, config);
-  const auto world = static_cast<std::uint32_t>(config.world_size());
-  const net::HostConfig& me = config.host(rank);
-
-  // Listen first, so that the other ranks can connect while this one opens its device.
-  net::Exchanger exchanger(config, rank, {.timeout = options.timeout});
-  const ibv::Context context = ibv::open_device(me.ibdev);
+  net::BootstrapChoice choice{
+      .rank = options.rank, .world_size = options.world, .timeout = options.timeout};
+  if (!options.config.empty()) choice.hosts_file = options.config;
+  // First, so that the other ranks can reach this one while it opens its device.
+  const std::unique_ptr<net::Bootstrap> bootstrap = net::bootstrap_from_environment(choice);
+  const std::uint32_t rank = bootstrap->rank();
+  const std::uint32_t world = bootstrap->world_size();
+  const auto* hosts_file = dynamic_cast<const net::Exchanger*>(bootstrap.get());
+  const ibv::Context context = hosts_file != nullptr
+                                   ? ibv::open_device(hosts_file->config().host(rank).ibdev)
+                                   : net::open_device_from_environment();
   const ibv::ProtectionDomain pd(context);
   ibv::QueuePairSettings settings;
   if (options.gid_index) settings.gid_index = *options.gid_index;
-  net::Node node = net::NodeBuilder(pd, config, rank)
+  net::Node node = net::NodeBuilder(pd, rank, world)
                        .queue_pair(settings)
                        .barrier_algorithm(options.algorithm)
                        .barrier_timeout(options.timeout)
                        .build()
-                       .connect(exchanger);
+                       .connect(*bootstrap);
   if (rank == 0) {
-    std::printf("%u ranks connected; rank 0 is %s:%u on %s\n", world, me.hostname.c_str(),
-                static_cast<unsigned>(me.port), me.ibdev.c_str());
+    std::printf("%u ranks connected through %s\n", world, bootstrap->description().c_str());
   }
 
   std::uint32_t bad_rounds = 0;
-  if (world > 1) bad_rounds = neighbour_rounds(node, exchanger, options.rounds);
+  if (world > 1) bad_rounds = neighbour_rounds(node, *bootstrap, options.rounds);
 
   // Time each barrier algorithm over every rank.
   std::string timings;
@@ -219,8 +214,8 @@ int main(int argc, char** argv) try {
   if (rank % 2 == 0) node.barrier(evens);
   node.barrier();
 
-  std::printf("rank %u (%s, %s): %u neighbour rounds, %s; barriers:%s even-rank subset done\n",
-              rank, me.hostname.c_str(), me.ibdev.c_str(), options.rounds,
+  std::printf("rank %u (%s): %u neighbour rounds, %s; barriers:%s even-rank subset done\n", rank,
+              context.name().c_str(), options.rounds,
               world == 1        ? "no neighbours"
               : bad_rounds == 0 ? "all data checked"
                                 : "DATA WRONG",

@@ -56,11 +56,15 @@
 
 // Layer 4: network, ranked nodes with a TCP endpoint exchanger and RDMA barriers.
 #include "ibv/net/barrier_schedule.hpp"
+#include "ibv/net/bootstrap.hpp"
+#include "ibv/net/bootstrap_from_environment.hpp"
 #include "ibv/net/exchanger.hpp"
 #include "ibv/net/launcher.hpp"
 #include "ibv/net/network_config.hpp"
 #include "ibv/net/node.hpp"
 #include "ibv/net/node_endpoint.hpp"
+#include "ibv/net/pmix_bootstrap.hpp"
+#include "ibv/net/rendezvous.hpp"
 #include "ibv/net/wire.hpp"
 
 // On top of layers 2-3: C++20 coroutines (Task, EventLoop, an awaitable per operation).

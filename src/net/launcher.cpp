@@ -11,6 +11,7 @@
 #include <string>
 #include <system_error>
 
+#include "detail/brief_quote.hpp"
 #include "ibv/error.hpp"
 
 namespace ibv::net {
@@ -38,7 +39,7 @@ constexpr std::array<Launcher, 3> kLaunchers = {{
 
 // "NAME=\"value\"" for messages.
 std::string setting(std::string_view variable, std::string_view value) {
-  return std::string(variable) + "=\"" + std::string(value) + "\"";
+  return std::string(variable) + "=" + ibv::detail::quote_briefly(value);
 }
 
 // A plain decimal integer: digits only, fitting 32 bits.
@@ -84,12 +85,24 @@ LauncherRank read(const Launcher& launcher, const std::optional<std::string>& ra
 
 }  // namespace
 
-std::optional<LauncherRank> rank_from_launcher() {
-  return rank_from_launcher([](std::string_view name) -> std::optional<std::string> {
+EnvironmentLookup process_environment() {
+  return [](std::string_view name) -> std::optional<std::string> {
     const char* value = std::getenv(std::string(name).c_str());
     if (value == nullptr) return std::nullopt;
     return std::string(value);
-  });
+  };
+}
+
+std::optional<std::uint32_t> local_rank_from_launcher(const EnvironmentLookup& lookup) {
+  for (const std::string_view variable :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    if (const auto value = lookup(variable)) return parse_number(variable, *value);
+  }
+  return std::nullopt;
+}
+
+std::optional<LauncherRank> rank_from_launcher() {
+  return rank_from_launcher(process_environment());
 }
 
 std::optional<LauncherRank> rank_from_launcher(const EnvironmentLookup& lookup) {

@@ -26,6 +26,16 @@ struct LauncherRank {
 /// variable set to the empty string is set, to "").
 using EnvironmentLookup = std::function<std::optional<std::string>(std::string_view name)>;
 
+/// Looks variables up in this process's environment (std::getenv).
+[[nodiscard]] EnvironmentLookup process_environment();
+
+/// This process's index among the job's processes on its node, from the first launcher variable
+/// that is set: OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID (MPICH, Intel MPI), SLURM_LOCALID.
+/// nullopt when none is. Throws ibv::Error (invalid_argument) naming the variable when its
+/// value is not a plain decimal 32-bit integer.
+[[nodiscard]] std::optional<std::uint32_t> local_rank_from_launcher(
+    const EnvironmentLookup& lookup);
+
 /// rank_from_launcher(lookup) on this process's environment (std::getenv).
 [[nodiscard]] std::optional<LauncherRank> rank_from_launcher();
 

@@ -1,0 +1,314 @@
+// PmixBootstrap: collectives through the launcher's PMIx server. Built with PMIx when CMake
+// found it (IBV_HAVE_PMIX); otherwise every constructor says the support is not built in.
+#include "ibv/net/pmix_bootstrap.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "detail/positive_timeout.hpp"
+#include "ibv/error.hpp"
+
+#if IBV_HAVE_PMIX
+#include <pmix.h>
+
+#include <array>
+#include <cstring>
+#endif
+
+namespace ibv::net {
+namespace {
+
+constexpr std::string_view kConstruct = "PmixBootstrap::PmixBootstrap";
+
+}  // namespace
+
+bool PmixBootstrap::launched_by_pmix(const EnvironmentLookup& lookup) {
+  return lookup("PMIX_NAMESPACE").has_value() && lookup("PMIX_RANK").has_value();
+}
+
+bool PmixBootstrap::launched_by_pmix() { return launched_by_pmix(process_environment()); }
+
+#if IBV_HAVE_PMIX
+
+namespace {
+
+constexpr std::string_view kAllGather = "PmixBootstrap::all_gather";
+constexpr std::string_view kAllToAll = "PmixBootstrap::all_to_all";
+constexpr std::string_view kBarrier = "PmixBootstrap::barrier";
+
+// Owns one pmix_info_t.
+class Info {
+ public:
+  Info(const char* key, const void* data, pmix_data_type_t type) {
+    std::memset(&info_, 0, sizeof info_);
+    static_cast<void>(PMIx_Info_load(&info_, key, data, type));
+  }
+  Info(const Info&) = delete;
+  Info& operator=(const Info&) = delete;
+  ~Info() { PMIx_Value_destruct(&info_.value); }
+  [[nodiscard]] pmix_info_t* get() noexcept { return &info_; }
+
+ private:
+  pmix_info_t info_{};
+};
+
+// Owns a pmix_value_t that PMIx_Get allocated.
+struct ValueDeleter {
+  void operator()(pmix_value_t* value) const noexcept {
+    PMIx_Value_destruct(value);
+    std::free(value);  // NOLINT(cppcoreguidelines-no-malloc): PMIx allocated it with malloc
+  }
+};
+using Value = std::unique_ptr<pmix_value_t, ValueDeleter>;
+
+ErrorKind kind_of(pmix_status_t status) {
+  if (status == PMIX_ERR_TIMEOUT) return ErrorKind::timeout;
+  if (status == PMIX_ERR_NOT_FOUND) return ErrorKind::protocol;
+  return ErrorKind::connection;
+}
+
+int errno_of(pmix_status_t status) {
+  if (status == PMIX_ERR_TIMEOUT) return ETIMEDOUT;
+  if (status == PMIX_ERR_NOT_FOUND) return EPROTO;
+  return ECONNABORTED;
+}
+
+}  // namespace
+
+struct PmixBootstrap::Session {
+  pmix_proc_t self{};
+  int timeout_seconds = 30;
+  std::uint32_t sequence = 0;
+  std::string poison;
+
+  [[noreturn]] void fail(std::string_view operation, std::string_view call, pmix_status_t status,
+                         const std::string& what) {
+    const std::string detail = std::string(call) + " failed for " + what + ": " +
+                               PMIx_Error_string(status) + " (PMIx status " +
+                               std::to_string(status) + ")";
+    poison = std::string(operation) + ": " + detail;
+    throw Error(kind_of(status), operation, errno_of(status), detail,
+                status == PMIX_ERR_TIMEOUT
+                    ? "every rank must make the same bootstrap calls; raise PmixOptions::timeout "
+                      "when the ranks start further apart"
+                    : std::string_view{});
+  }
+
+  void check_usable(std::string_view operation) const {
+    if (!poison.empty()) {
+      throw Error(ErrorKind::state, operation, EINVAL,
+                  "an earlier call failed and poisoned this PmixBootstrap (the earlier failure: " +
+                      poison + ")",
+                  "end the job: the ranks no longer agree on how far they came");
+    }
+  }
+
+  void put(std::string_view operation, const std::string& key, std::span<const std::byte> bytes) {
+    pmix_value_t value{};
+    pmix_byte_object_t object{};
+    // PMIx copies the bytes; it takes a non-const pointer. NOLINTNEXTLINE
+    object.bytes = const_cast<char*>(reinterpret_cast<const char*>(bytes.data()));
+    object.size = bytes.size();
+    static_cast<void>(PMIx_Value_load(&value, &object, PMIX_BYTE_OBJECT));
+    const pmix_status_t status = PMIx_Put(PMIX_GLOBAL, key.c_str(), &value);
+    PMIx_Value_destruct(&value);
+    if (status != PMIX_SUCCESS) fail(operation, "PMIx_Put", status, "key " + key);
+  }
+
+  void fence(std::string_view operation, bool collect) {
+    if (const pmix_status_t status = PMIx_Commit(); status != PMIX_SUCCESS) {
+      fail(operation, "PMIx_Commit", status, "this rank's values");
+    }
+    pmix_proc_t everyone{};
+    PMIX_LOAD_PROCID(&everyone, self.nspace, PMIX_RANK_WILDCARD);
+    std::array<pmix_info_t, 2> info{};
+    Info collect_info(PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    Info timeout_info(PMIX_TIMEOUT, &timeout_seconds, PMIX_INT);
+    info[0] = *collect_info.get();
+    info[1] = *timeout_info.get();
+    const pmix_status_t status = PMIx_Fence(&everyone, 1, info.data(), info.size());
+    if (status != PMIX_SUCCESS) {
+      fail(operation, "PMIx_Fence", status,
+           "collective " + std::to_string(sequence) + " (every rank must enter it)");
+    }
+  }
+
+  std::vector<std::byte> get(std::string_view operation, std::uint32_t rank,
+                             const std::string& key) {
+    pmix_proc_t owner{};
+    PMIX_LOAD_PROCID(&owner, self.nspace, rank);
+    Info timeout_info(PMIX_TIMEOUT, &timeout_seconds, PMIX_INT);
+    pmix_value_t* raw = nullptr;
+    const pmix_status_t status = PMIx_Get(&owner, key.c_str(), timeout_info.get(), 1, &raw);
+    const Value value(raw);
+    if (status != PMIX_SUCCESS || !value) {
+      fail(operation, "PMIx_Get", status,
+           "rank " + std::to_string(rank) + "'s key " + key +
+               " (did that rank make the same call?)");
+    }
+    if (value->type != PMIX_BYTE_OBJECT) {
+      const std::string detail = "rank " + std::to_string(rank) + "'s key " + key +
+                                 " holds PMIx type " + PMIx_Data_type_string(value->type) +
+                                 ", not bytes";
+      poison = std::string(operation) + ": " + detail;
+      throw Error(ErrorKind::protocol, operation, EPROTO, detail);
+    }
+    const auto* bytes = reinterpret_cast<const std::byte*>(value->data.bo.bytes);
+    return {bytes, bytes + value->data.bo.size};
+  }
+
+  std::uint32_t job_number(const char* key, pmix_rank_t rank, std::uint32_t fallback) {
+    pmix_proc_t proc{};
+    PMIX_LOAD_PROCID(&proc, self.nspace, rank);
+    pmix_value_t* raw = nullptr;
+    const pmix_status_t status = PMIx_Get(&proc, key, nullptr, 0, &raw);
+    const Value value(raw);
+    if (status != PMIX_SUCCESS || !value) {
+      if (fallback != 0) return fallback;
+      fail(kConstruct, "PMIx_Get", status, std::string("the job's ") + key);
+    }
+    switch (value->type) {
+      case PMIX_UINT32: return value->data.uint32;
+      case PMIX_UINT16: return value->data.uint16;
+      default: return fallback;
+    }
+  }
+};
+
+bool PmixBootstrap::built_in() noexcept { return true; }
+
+PmixBootstrap::PmixBootstrap(PmixOptions options) : session_(std::make_unique<Session>()) {
+  ibv::detail::check_positive(options.timeout, "options.timeout", kConstruct);
+  const auto seconds = std::chrono::ceil<std::chrono::seconds>(
+      static_cast<std::chrono::nanoseconds>(options.timeout));
+  session_->timeout_seconds =
+      static_cast<int>(std::clamp<std::chrono::seconds::rep>(seconds.count(), 1, 1'000'000'000));
+  const pmix_status_t status = PMIx_Init(&session_->self, nullptr, 0);
+  if (status != PMIX_SUCCESS) {
+    const bool launched = launched_by_pmix();
+    throw Error(ErrorKind::connection, kConstruct, ECONNREFUSED,
+                std::string("PMIx_Init failed: ") + PMIx_Error_string(status) + " (PMIx status " +
+                    std::to_string(status) + ")",
+                launched ? "the PMIx server of the launcher could not be reached"
+                         : "this process was not started by a PMIx launcher (PMIX_NAMESPACE is "
+                           "not set): start it with mpirun or srun --mpi=pmix, or use another "
+                           "bootstrap (IBV_BOOTSTRAP=host:port, a hosts file)");
+  }
+  rank_ = session_->self.rank;
+  world_size_ = session_->job_number(PMIX_JOB_SIZE, PMIX_RANK_WILDCARD, 0);
+  local_size_ = session_->job_number(PMIX_LOCAL_SIZE, PMIX_RANK_WILDCARD, 1);
+  local_rank_ = session_->job_number(PMIX_LOCAL_RANK, rank_, 0);
+}
+
+PmixBootstrap::PmixBootstrap(PmixBootstrap&& other) noexcept = default;
+PmixBootstrap& PmixBootstrap::operator=(PmixBootstrap&& other) noexcept {
+  if (this != &other) {
+    if (session_) static_cast<void>(PMIx_Finalize(nullptr, 0));
+    session_ = std::move(other.session_);
+    rank_ = other.rank_;
+    world_size_ = other.world_size_;
+    local_rank_ = other.local_rank_;
+    local_size_ = other.local_size_;
+  }
+  return *this;
+}
+
+PmixBootstrap::~PmixBootstrap() {
+  if (session_) static_cast<void>(PMIx_Finalize(nullptr, 0));
+}
+
+std::string PmixBootstrap::description() const {
+  const std::string space = session_ ? std::string(session_->self.nspace) : "moved from";
+  return "PMIx (namespace " + space + ", rank " + std::to_string(rank_) + " of " +
+         std::to_string(world_size_) + ")";
+}
+
+std::vector<std::vector<std::byte>> PmixBootstrap::all_gather_bytes(
+    std::span<const std::byte> mine) {
+  if (!session_) throw Error(ErrorKind::state, kAllGather, EINVAL, "moved from");
+  Session& session = *session_;
+  session.check_usable(kAllGather);
+  const std::string key = "ibvcpp." + std::to_string(session.sequence);
+  session.put(kAllGather, key, mine);
+  session.fence(kAllGather, /*collect=*/true);
+  std::vector<std::vector<std::byte>> entries(world_size_);
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    entries[peer] = peer == rank_ ? std::vector<std::byte>(mine.begin(), mine.end())
+                                  : session.get(kAllGather, peer, key);
+  }
+  ++session.sequence;
+  return entries;
+}
+
+std::vector<std::vector<std::byte>> PmixBootstrap::all_to_all_bytes(
+    std::span<const std::vector<std::byte>> to_peer) {
+  if (!session_) throw Error(ErrorKind::state, kAllToAll, EINVAL, "moved from");
+  if (to_peer.size() != world_size_) {
+    throw_invalid_argument(kAllToAll, "to_peer",
+                           "has " + std::to_string(to_peer.size()) +
+                               " entries; it needs one per rank: " + std::to_string(world_size_));
+  }
+  Session& session = *session_;
+  session.check_usable(kAllToAll);
+  const std::string prefix = "ibvcpp." + std::to_string(session.sequence) + ".to.";
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    if (peer != rank_) session.put(kAllToAll, prefix + std::to_string(peer), to_peer[peer]);
+  }
+  session.fence(kAllToAll, /*collect=*/false);
+  const std::string mine = prefix + std::to_string(rank_);
+  std::vector<std::vector<std::byte>> entries(world_size_);
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    entries[peer] = peer == rank_ ? to_peer[peer] : session.get(kAllToAll, peer, mine);
+  }
+  ++session.sequence;
+  return entries;
+}
+
+void PmixBootstrap::barrier() {
+  if (!session_) throw Error(ErrorKind::state, kBarrier, EINVAL, "moved from");
+  session_->check_usable(kBarrier);
+  session_->fence(kBarrier, /*collect=*/false);
+  ++session_->sequence;
+}
+
+#else  // built without PMIx
+
+struct PmixBootstrap::Session {};
+
+bool PmixBootstrap::built_in() noexcept { return false; }
+
+PmixBootstrap::PmixBootstrap(PmixOptions /*options*/) {
+  throw Error(ErrorKind::unsupported, kConstruct, ENOTSUP,
+              "this build of ibverbs-cpp has no PMIx support (libpmix-dev was not found when it "
+              "was built)",
+              "install libpmix-dev and rebuild (scripts/install-deps), or use another bootstrap: "
+              "IBV_BOOTSTRAP=host:port with the root's address, or a hosts file");
+}
+
+PmixBootstrap::PmixBootstrap(PmixBootstrap&& other) noexcept = default;
+PmixBootstrap& PmixBootstrap::operator=(PmixBootstrap&& other) noexcept = default;
+PmixBootstrap::~PmixBootstrap() = default;
+
+std::string PmixBootstrap::description() const { return "PMIx (not built in)"; }
+
+std::vector<std::vector<std::byte>> PmixBootstrap::all_gather_bytes(
+    std::span<const std::byte> /*mine*/) {
+  throw Error(ErrorKind::unsupported, "PmixBootstrap::all_gather", ENOTSUP, "not built in");
+}
+
+std::vector<std::vector<std::byte>> PmixBootstrap::all_to_all_bytes(
+    std::span<const std::vector<std::byte>> /*to_peer*/) {
+  throw Error(ErrorKind::unsupported, "PmixBootstrap::all_to_all", ENOTSUP, "not built in");
+}
+
+void PmixBootstrap::barrier() {
+  throw Error(ErrorKind::unsupported, "PmixBootstrap::barrier", ENOTSUP, "not built in");
+}
+
+#endif
+
+}  // namespace ibv::net
