@@ -117,8 +117,10 @@ void check_ranks(std::span<const std::byte> received, const HeaderExpectation& e
   if (expected.kind == MessageKind::hello) {
     if (sender == expected.receiver_rank) {
       violation(expected,
-                "introduced itself as rank " + std::to_string(sender) +
-                    ", which is our own rank (two processes started with the same rank?)");
+                "introduced itself as rank " + std::to_string(sender) + ", which is our own rank",
+                "either two processes have this rank, or a dial meant for another rank reached "
+                "this port: ranks of one machine that share a port must listen on distinct "
+                "addresses (ExchangerOptions::listen_address)");
     }
     if (sender > expected.receiver_rank && expected.hello_from == HelloFrom::lower_rank) {
       violation(expected, "introduced itself as rank " + std::to_string(sender) +

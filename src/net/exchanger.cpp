@@ -52,6 +52,47 @@ std::string host_port(const HostConfig& host) {
   return detail::host_port(host.hostname, std::to_string(host.port));
 }
 
+bool is_loopback(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
+    return (ntohl(v4->sin_addr.s_addr) >> 24U) == 127U;
+  }
+  if (address->sa_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address);
+    return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr) != 0;
+  }
+  return false;
+}
+
+// The numeric address a rank listens on by default: its entry's host name when that is a
+// numeric address; for a name, the first address it resolves to that is not a loopback one
+// (Debian maps a machine's own name to 127.0.1.1, which the other hosts can not reach); empty
+// (all addresses) when there is none.
+std::string own_address(const std::string& hostname) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(hostname.c_str(), nullptr, &hints, &found) == 0) {
+    freeaddrinfo(found);
+    return hostname;
+  }
+  hints.ai_flags = AI_ADDRCONFIG;
+  if (getaddrinfo(hostname.c_str(), nullptr, &hints, &found) != 0) return {};
+  std::string address;
+  for (const addrinfo* at = found; at != nullptr && address.empty(); at = at->ai_next) {
+    if (is_loopback(at->ai_addr)) continue;
+    std::array<char, NI_MAXHOST> text{};
+    if (getnameinfo(at->ai_addr, at->ai_addrlen, text.data(), text.size(), nullptr, 0,
+                    NI_NUMERICHOST) == 0) {
+      address = text.data();
+    }
+  }
+  freeaddrinfo(found);
+  return address;
+}
+
 }  // namespace
 
 // The sockets of an Exchanger and the progress of the exchange under way.
@@ -135,15 +176,36 @@ Exchanger::State::State(const NetworkConfig& config, std::uint32_t own_rank,
 
 void Exchanger::State::open_listener() {
   const std::string port = std::to_string(hosts[rank].port);
-  const std::string where = options.listen_address.empty() ? "*" : options.listen_address;
-  listener = detail::listen_tcp(
-      {.address = options.listen_address,
-       .port = hosts[rank].port,
-       .operation = kConstruct,
-       .what = "port " + port + " of rank " + std::to_string(rank) + " on " + where + " (" +
-               host_port(hosts[rank]) + " in the configuration)",
-       .other_port_hint = "configure another port for rank " + std::to_string(rank),
-       .address_option = "ExchangerOptions::listen_address"});
+  const auto listen_on = [&](const std::string& address) {
+    const std::string where = address.empty() ? "*" : address;
+    return detail::listen_tcp(
+        {.address = address == "*" ? std::string() : address,
+         .port = hosts[rank].port,
+         .operation = kConstruct,
+         .what = "port " + port + " of rank " + std::to_string(rank) + " on " + where + " (" +
+                 host_port(hosts[rank]) + " in the configuration)",
+         .other_port_hint = "configure another port for rank " + std::to_string(rank),
+         .address_option = "ExchangerOptions::listen_address"});
+  };
+  if (!options.listen_address.empty()) {
+    listener = listen_on(options.listen_address);
+    return;
+  }
+  // By default the address this rank's entry names, so that ranks of one machine with
+  // different addresses can share a port (two rails, the multi-host testbed); all addresses
+  // when that is not an address of this host (NAT, a name that resolves elsewhere).
+  const std::string own = own_address(hosts[rank].hostname);
+  if (!own.empty()) {
+    try {
+      listener = listen_on(own);
+      return;
+    } catch (const Error& error) {
+      if (error.errno_value() != EADDRNOTAVAIL && error.kind() != ErrorKind::invalid_argument) {
+        throw;
+      }
+    }
+  }
+  listener = listen_on("*");
 }
 
 void Exchanger::State::close_all() noexcept {

@@ -10,6 +10,9 @@
 #include <string>
 #include <system_error>
 
+#include "ibv/net/exchanger.hpp"
+#include "ibv/net/pmix_bootstrap.hpp"
+#include "ibv/net/rendezvous.hpp"
 #include "ibv/verbs/device.hpp"
 
 namespace ibv::test {
@@ -62,7 +65,37 @@ MultiHost MultiHost::from_environment() {
     self.ips_.push_back(required_env(prefix + "_IP"));
     self.devices_.push_back(required_env(prefix + "_DEVICE"));
   }
+  if (auto kind = optional_env("IBV_TEST_BOOTSTRAP")) {
+    if (*kind != "hosts" && *kind != "rendezvous" && *kind != "pmix") {
+      throw std::runtime_error("IBV_TEST_BOOTSTRAP='" + *kind +
+                               "' is none of hosts, rendezvous and pmix");
+    }
+    self.bootstrap_kind_ = *kind;
+  }
   return self;
+}
+
+std::shared_ptr<net::Bootstrap> MultiHost::bootstrap(std::chrono::milliseconds timeout) {
+  if (bootstrap_kind_ == "pmix") {
+    if (!pmix_) {
+      auto pmix = std::make_shared<net::PmixBootstrap>(net::PmixOptions{.timeout = timeout});
+      if (pmix->rank() != rank_ || pmix->world_size() != world_size_) {
+        throw std::runtime_error("PMIx says rank " + std::to_string(pmix->rank()) + " of " +
+                                 std::to_string(pmix->world_size()) + ", the environment rank " +
+                                 std::to_string(rank_) + " of " + std::to_string(world_size_));
+      }
+      pmix_ = std::move(pmix);
+    }
+    return pmix_;
+  }
+  const std::uint16_t offset = fresh_port_offset();
+  if (bootstrap_kind_ == "rendezvous") {
+    return std::make_shared<net::Rendezvous>(
+        net::RootAddress{.host = ip(0), .port = port(0, offset)}, rank_, world_size_,
+        net::RendezvousOptions{.timeout = timeout, .listen_address = ip(0)});
+  }
+  return std::make_shared<net::Exchanger>(config(offset), rank_,
+                                          net::ExchangerOptions{.timeout = timeout});
 }
 
 const std::string& MultiHost::device(std::uint32_t k) const {
@@ -122,7 +155,7 @@ std::string MultiHost::to_string() const {
   return "[ rank " + std::to_string(rank_) + "/" + std::to_string(world_size_) + " ] device " +
          device_ + ", GID index " +
          (gid_index_ ? std::to_string(*gid_index_) : std::string("default")) + ", IP " +
-         ips_[rank_];
+         ips_[rank_] + ", bootstrap " + bootstrap_kind_;
 }
 
 MultiHost& multi_host() {

@@ -11,14 +11,19 @@
 //
 // Environment (set by tests/multi_host/run; main() reads it once and exits 2 when it is
 // incomplete): IBV_TEST_RANK, IBV_TEST_WORLD, IBV_TEST_DEVICE, IBV_TEST_GID_INDEX (optional),
-// IBV_TEST_BASE_PORT, and for every rank k IBV_TEST_RANK<k>_IP and IBV_TEST_RANK<k>_DEVICE.
+// IBV_TEST_BASE_PORT, and for every rank k IBV_TEST_RANK<k>_IP and IBV_TEST_RANK<k>_DEVICE;
+// IBV_TEST_BOOTSTRAP (optional): how the tests' Nodes connect, hosts (default), rendezvous or
+// pmix (then a PMIx launcher must have started the ranks: tests/multi_host/run under mpirun).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ibv/net/bootstrap.hpp"
 #include "ibv/net/network_config.hpp"
 #include "ibv/verbs/context.hpp"
 
@@ -66,6 +71,14 @@ class MultiHost {
   /// listens, so no test binds a port a previous test's socket may still hold (TIME_WAIT).
   [[nodiscard]] std::uint16_t fresh_port_offset();
 
+  /// "hosts", "rendezvous" or "pmix" (IBV_TEST_BOOTSTRAP).
+  [[nodiscard]] const std::string& bootstrap_kind() const noexcept { return bootstrap_kind_; }
+  /// A Bootstrap of this run's kind for one test, on fresh ports (fresh_port_offset()): an
+  /// Exchanger of config(offset), a Rendezvous at ip(0):port(0, offset), or the process's one
+  /// PmixBootstrap (PMIx is initialized once per process; its collectives go on in sequence).
+  /// Throws std::runtime_error when PMIx's rank or size disagree with IBV_TEST_RANK/WORLD.
+  [[nodiscard]] std::shared_ptr<net::Bootstrap> bootstrap(std::chrono::milliseconds timeout);
+
   /// Opens device().
   [[nodiscard]] Context open_device() const;
 
@@ -83,6 +96,8 @@ class MultiHost {
   std::vector<std::string> ips_;
   std::vector<std::string> devices_;
   std::uint16_t next_port_offset_ = 0;
+  std::string bootstrap_kind_ = "hosts";
+  std::shared_ptr<net::Bootstrap> pmix_;
 };
 
 /// The process's MultiHost, read from the environment at the first call (main() makes that

@@ -1,9 +1,10 @@
-// One rank of a multi-host test, connected to all others: its exchanger (kept for later
-// exchanges of memory regions), device, protection domain and Node. Shared by the network tests
-// and the soak.
+// One rank of a multi-host test, connected to all others: its bootstrap (the run's kind, kept
+// for later exchanges of memory regions), device, protection domain and Node. Shared by the
+// network tests and the soak.
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <vector>
 
 #include "ibv/ibv.hpp"
@@ -15,8 +16,7 @@ namespace ibv::test {
 struct Rank {
   /// Connects to every other rank on fresh ports, waiting up to `exchange_timeout` for them.
   explicit Rank(std::chrono::milliseconds exchange_timeout = std::chrono::seconds(60))
-      : exchanger(world().config(world().fresh_port_offset()), world().rank(),
-                  {.timeout = exchange_timeout}),
+      : bootstrap(world().bootstrap(exchange_timeout)),
         context(world().open_device()),
         pd(context),
         node(build(pd)) {}
@@ -27,20 +27,20 @@ struct Rank {
     using namespace std::chrono_literals;
     QueuePairSettings settings;
     if (world().gid_index()) settings.gid_index = *world().gid_index();
-    return net::NodeBuilder(domain, exchanger.config(), world().rank())
+    return net::NodeBuilder(domain, world().rank(), world().world_size())
         .queue_pair(settings)
         .barrier_timeout(60s)
         .timeouts({.operation = 30s, .drop = 30s})
         .build()
-        .connect(exchanger);
+        .connect(*bootstrap);
   }
 
   /// Every rank's region, tagged with its rank.
   std::vector<PeerRemoteMemoryRegion> exchange(const MemoryRegion& mr) {
-    return tag_with_ranks(exchanger.exchange(mr.remote()));
+    return tag_with_ranks(bootstrap->all_gather(mr.remote()));
   }
 
-  net::Exchanger exchanger;
+  std::shared_ptr<net::Bootstrap> bootstrap;
   Context context;
   ProtectionDomain pd;
   net::Node node;

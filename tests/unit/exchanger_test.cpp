@@ -367,7 +367,7 @@ TEST(Exchanger, TheWildcardListenerAcceptsLoopbackConnections) {
   constexpr std::size_t kWorld = 2;
   const NetworkConfig config = loopback_network(kWorld);
   ExchangerOptions options = test_options();
-  options.listen_address.clear();
+  options.listen_address = "*";
   std::vector<std::vector<std::uint64_t>> received(kWorld);
   const auto outcomes = run_ranks(kWorld, [&](std::uint32_t rank) {
     Exchanger exchanger(config, rank, options);
@@ -816,6 +816,32 @@ TEST(ExchangerHostile, AnAcceptorThatClosesMidMessageIsAConnectionError) {
                          "closed the connection after 30 of the 100 payload bytes (truncated "
                          "message) for exchange 0"}));
   EXPECT_LT(outcome.elapsed, kPrompt);
+}
+
+// Issue 17: two ranks of one machine whose entries name different addresses and the same port
+// (two rails, the multi-host testbed) each listen on their own address by default, so each
+// dial reaches the rank it is meant for.
+TEST(Exchanger, RanksOfOneMachineWithDistinctAddressesShareAPort) {
+  const std::uint16_t port = free_ports(1)[0];
+  NetworkConfigBuilder builder;
+  for (std::uint32_t rank = 0; rank < 2; ++rank) {
+    builder.add_host({.rank = rank,
+                      .hostname = "127.0.0." + std::to_string(rank + 1),
+                      .port = port,
+                      .ibdev = "rxe0",
+                      .comment = ""});
+  }
+  const NetworkConfig config = builder.build();
+  ExchangerOptions options = test_options();
+  options.listen_address.clear();  // the default: the entry's own address
+  std::vector<std::vector<std::uint64_t>> received(2);
+  const auto outcomes = run_ranks(2, [&](std::uint32_t rank) {
+    Exchanger exchanger(config, rank, options);
+    received[rank] = exchanger.exchange(std::uint64_t{rank} + 7);
+  });
+  expect_all_succeeded(outcomes);
+  EXPECT_EQ(received[0], (std::vector<std::uint64_t>{7, 8}));
+  EXPECT_EQ(received[1], received[0]);
 }
 
 }  // namespace

@@ -32,15 +32,19 @@ struct ExchangerOptions {
   /// Largest payload of one message, in bytes, incoming or outgoing: 1 .. 2^32 - 1. A peer that
   /// announces more fails the exchange before anything is allocated for it.
   std::size_t max_message_size = std::size_t{1} << 20;
-  /// Address to listen on: empty for the wildcard address (IPv6 and IPv4 where the host has
-  /// IPv6, else IPv4), or a numeric IP address or a host name of this machine.
+  /// Address to listen on. Empty (the default): the address this rank's entry names when it
+  /// is one of this machine's (a numeric address, or the first non-loopback address its name
+  /// resolves to), else every address; so ranks of one machine with different addresses may
+  /// share a port. "*": every address (IPv6 and IPv4 where the host has IPv6, else IPv4).
+  /// Otherwise a numeric IP address or a host name of this machine.
   std::string listen_address{};
 };
 
 /// An all-to-all exchange of byte strings between the ranks of a NetworkConfig over TCP, for
 /// the endpoints and remote regions that RDMA connections need before they exist.
 ///
-/// Rank r listens on config.host(r).port from construction on, accepts one connection from
+/// Rank r listens on config.host(r).port (on its entry's address, see
+/// ExchangerOptions::listen_address) from construction on, accepts one connection from
 /// every lower rank and dials every higher rank (config.host(h).hostname, IPv4 or IPv6). The
 /// first exchange() builds this mesh, retrying refused connections
 /// (ExchangerOptions::retry_interval, backing off) until its deadline, so the ranks may start in
