@@ -91,11 +91,16 @@ struct PmixBootstrap::Session {
                                PMIx_Error_string(status) + " (PMIx status " +
                                std::to_string(status) + ")";
     poison = std::string(operation) + ": " + detail;
-    throw Error(kind_of(status), operation, errno_of(status), detail,
-                status == PMIX_ERR_TIMEOUT
-                    ? "every rank must make the same bootstrap calls; raise PmixOptions::timeout "
-                      "when the ranks start further apart"
-                    : std::string_view{});
+    std::string_view hint;
+    if (status == PMIX_ERR_TIMEOUT) {
+      hint =
+          "every rank must make the same bootstrap calls; raise PmixOptions::timeout when the "
+          "ranks start further apart";
+    } else if (status == PMIX_ERR_PARTIAL_SUCCESS) {
+      // What PMIx's server answers when a participant of the fence has terminated.
+      hint = "a rank of the job ended before entering it; the launcher's own message names it";
+    }
+    throw Error(kind_of(status), operation, errno_of(status), detail, hint);
   }
 
   void check_usable(std::string_view operation) const {
