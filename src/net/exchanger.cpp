@@ -42,7 +42,6 @@ constexpr std::size_t kMaxReasons = 4;
 using detail::Clock;
 using detail::Dial;
 using detail::Fd;
-using detail::IncomingMessage;
 using detail::kConnectAttemptLimit;
 using detail::Link;
 using detail::Progress;
@@ -271,50 +270,17 @@ void Exchanger::State::connected(std::uint32_t peer) {
 }
 
 void Exchanger::State::accept_all() {
-  while (true) {
-    detail::Address address;
-    address.length = sizeof address.storage;
-    Fd fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address.storage), &address.length,
-                    SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!fd.valid()) {
-      const int error = errno;
-      if (error == EAGAIN || error == EWOULDBLOCK) return;
-      if (detail::is_resource_errno(error))
-        throw_resource(kExchange, error, "accept() on our port");
-      continue;  // EINTR, ECONNABORTED, network errors of that one connection
-    }
-    detail::set_no_delay(fd);
-    const auto live = std::count_if(strays.begin(), strays.end(),
-                                    [](const Link& link) { return link.fd.valid(); });
-    if (static_cast<std::size_t>(live) >= kMaxStrays) {
-      const auto oldest = std::find_if(strays.begin(), strays.end(),
-                                       [](const Link& link) { return link.fd.valid(); });
-      oldest->fd.reset();
-    }
-    Link link;
-    link.fd = std::move(fd);
-    link.operation = kExchange;
-    link.address = detail::address_text(address);
-    link.name = "a connection from " + link.address;
-    strays.push_back(std::move(link));
+  while (auto link = detail::accept_link(listener, kExchange, "accept() on our port")) {
+    detail::make_room(strays, kMaxStrays);
+    strays.push_back(std::move(*link));
     serve_stray(strays.size() - 1);  // what it sent may be here already
   }
 }
 
 void Exchanger::State::serve_stray(std::size_t index) {
   Link& stray = strays[index];
-  if (!stray.fd.valid()) return;
-  switch (stray.receive(expectation(MessageKind::hello, 0, stray.name))) {
-    case Progress::waiting: return;
-    case Progress::complete: identify(index); return;
-    case Progress::closed:
-      if (stray.in.header_got == 0) {
-        stray.fd.reset();  // connected and left without a word: a port probe, not a rank
-        return;
-      }
-      throw Error(
-          ErrorKind::connection, kExchange, ECONNRESET,
-          stray.name + " closed the connection " + stray.received_so_far() + " of its hello");
+  if (detail::receive_hello(stray, expectation(MessageKind::hello, 0, stray.name))) {
+    identify(index);
   }
 }
 

@@ -152,6 +152,25 @@ std::size_t root_entries(std::uint8_t operation, std::uint32_t world) {
   return operation == kBarrier ? 0 : world;
 }
 
+// What to poll a link for: its message while it has not arrived, room while ours is not sent.
+short wanted_events(const Link& link) {
+  short events = 0;
+  if (!link.received) events = static_cast<short>(events | POLLIN);
+  if (!link.flushed()) events = static_cast<short>(events | POLLOUT);
+  return events;
+}
+// An error or hang-up counts as both: the read or write that follows reports it.
+bool readable(const pollfd& entry) { return (entry.revents & (POLLIN | POLLERR | POLLHUP)) != 0; }
+bool writable(const pollfd& entry) { return (entry.revents & (POLLOUT | POLLERR | POLLHUP)) != 0; }
+
+// Milliseconds from now until `wake`, for poll(): 0 when it has passed.
+int poll_ms(Clock::time_point wake) {
+  const Clock::time_point now = Clock::now();
+  if (wake <= now) return 0;
+  const auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
+  return static_cast<int>(std::min<std::chrono::milliseconds::rep>(wait, INT_MAX));
+}
+
 // Raises this process's descriptor limit to at least `needed` where the hard limit allows: the
 // root holds a socket per rank, more than the usual soft limit of 1,024 at large jobs.
 void allow_descriptors(std::size_t needed) {
@@ -201,8 +220,7 @@ std::string RootAddress::to_string() const { return detail::host_port(host, std:
 // strays, or a member's connection to the root.
 class Rendezvous::State {
  public:
-  State(const RootAddress& root, std::uint32_t rank, std::uint32_t world,
-        const RendezvousOptions& options);
+  State(RootAddress root, std::uint32_t rank, std::uint32_t world, RendezvousOptions options);
 
   std::vector<std::vector<std::byte>> run(std::uint8_t operation,
                                           std::span<const std::vector<std::byte>> entries);
@@ -235,10 +253,12 @@ class Rendezvous::State {
             .hello_from = HelloFrom::any_other_rank,
             .accept_abort = !is_root()};
   }
-  [[nodiscard]] int poll_ms(Clock::time_point wake) const;
 
   // The root.
   std::vector<std::vector<std::byte>> run_root(std::span<const std::vector<std::byte>> entries);
+  void poll_root();
+  [[nodiscard]] std::vector<std::vector<std::byte>> root_result(
+      std::span<const std::vector<std::byte>> entries) const;
   void accept_all();
   void serve_stray(std::size_t index);
   void read_member(std::uint32_t member);
@@ -247,6 +267,8 @@ class Rendezvous::State {
 
   // A member.
   std::vector<std::vector<std::byte>> run_member(std::span<const std::vector<std::byte>> entries);
+  void poll_member(Clock::time_point wake);
+  void read_answer();
   void dial_root(Clock::time_point now);
   void finish_connect();
   [[noreturn]] void throw_abort() const;
@@ -267,6 +289,8 @@ class Rendezvous::State {
   std::vector<Link> strays_;
   std::vector<Decoded> received_;                // by rank: this collective's message
   std::vector<std::vector<std::byte>> replies_;  // by rank, or one shared reply at [0]
+  std::vector<pollfd> polls_;                    // poll_root()'s entries, and their tags
+  std::vector<std::size_t> tags_;
 
   // A member: its connection to the root.
   Link root_link_;
@@ -274,9 +298,9 @@ class Rendezvous::State {
   std::vector<std::byte> message_;  // this collective's payload
 };
 
-Rendezvous::State::State(const RootAddress& root, std::uint32_t rank, std::uint32_t world,
-                         const RendezvousOptions& options)
-    : root_(root), rank_(rank), world_(world), options_(options) {
+Rendezvous::State::State(RootAddress root, std::uint32_t rank, std::uint32_t world,
+                         RendezvousOptions options)
+    : root_(std::move(root)), rank_(rank), world_(world), options_(std::move(options)) {
   if (is_root()) {
     members_.resize(world_);
     received_.resize(world_);
@@ -295,13 +319,6 @@ Rendezvous::State::State(const RootAddress& root, std::uint32_t rank, std::uint3
   }
 }
 
-int Rendezvous::State::poll_ms(Clock::time_point wake) const {
-  const Clock::time_point now = Clock::now();
-  if (wake <= now) return 0;
-  const auto wait = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
-  return static_cast<int>(std::min<std::chrono::milliseconds::rep>(wait, INT_MAX));
-}
-
 std::vector<std::vector<std::byte>> Rendezvous::State::run(
     std::uint8_t operation, std::span<const std::vector<std::byte>> entries) {
   collective_ = operation;
@@ -317,19 +334,14 @@ std::vector<std::vector<std::byte>> Rendezvous::State::run(
 std::vector<std::vector<std::byte>> Rendezvous::State::run_root(
     std::span<const std::vector<std::byte>> entries) {
   for (std::uint32_t member = 1; member < world_; ++member) {
-    members_[member].operation = operation_;
-    members_[member].expect_message();
-    members_[member].out_payload = {};
-    members_[member].out_head.clear();
-    members_[member].head_sent = members_[member].payload_sent = 0;
+    Link& link = members_[member];
+    link.operation = operation_;
+    link.expect_message();
+    link.queue({}, {});
     received_[member] = {};
   }
   for (Link& stray : strays_) stray.operation = operation_;
 
-  std::vector<pollfd> polls;
-  std::vector<std::size_t> tags;  // member rank, kStray + index, or kListener
-  constexpr std::size_t kListener = SIZE_MAX;
-  constexpr std::size_t kStray = std::size_t{1} << 40U;
   bool answered = false;
   while (true) {
     if (!answered && std::all_of(members_.begin() + 1, members_.end(),
@@ -342,57 +354,9 @@ std::vector<std::vector<std::byte>> Rendezvous::State::run_root(
       break;
     }
     if (Clock::now() >= deadline_) throw_root_timeout();
-    polls.clear();
-    tags.clear();
-    polls.push_back({.fd = listener_.get(), .events = POLLIN, .revents = 0});
-    tags.push_back(kListener);
-    for (std::uint32_t member = 1; member < world_; ++member) {
-      const Link& link = members_[member];
-      if (!link.fd.valid()) continue;
-      short events = 0;
-      if (!link.received) events = static_cast<short>(events | POLLIN);
-      if (!link.flushed()) events = static_cast<short>(events | POLLOUT);
-      if (events == 0) continue;
-      polls.push_back({.fd = link.fd.get(), .events = events, .revents = 0});
-      tags.push_back(member);
-    }
-    for (std::size_t index = 0; index < strays_.size(); ++index) {
-      polls.push_back({.fd = strays_[index].fd.get(), .events = POLLIN, .revents = 0});
-      tags.push_back(kStray + index);
-    }
-    if (::poll(polls.data(), polls.size(), poll_ms(deadline_)) < 0) {
-      if (errno == EINTR) continue;
-      detail::throw_resource(operation_, errno, "poll()");
-    }
-    for (std::size_t i = 0; i < polls.size(); ++i) {
-      const pollfd& entry = polls[i];
-      if (entry.revents == 0) continue;
-      if (tags[i] == kListener) {
-        accept_all();
-      } else if (tags[i] >= kStray) {
-        serve_stray(tags[i] - kStray);
-      } else {
-        const auto member = static_cast<std::uint32_t>(tags[i]);
-        const auto problem = static_cast<short>(POLLERR | POLLHUP);
-        if ((entry.revents & (POLLIN | problem)) != 0) read_member(member);
-        if ((entry.revents & (POLLOUT | problem)) != 0 && members_[member].fd.valid()) {
-          members_[member].transmit();
-        }
-      }
-    }
-    std::erase_if(strays_, [](const Link& link) { return !link.fd.valid(); });
+    poll_root();
   }
-
-  // all_gather: every rank's entry; all_to_all: what every rank sent to the root (entry 0).
-  std::vector<std::vector<std::byte>> result;
-  if (collective_ != kBarrier) {
-    result.resize(world_);
-    result[0] = entries[0];
-    for (std::uint32_t member = 1; member < world_; ++member) {
-      const auto entry = received_[member].entries[0];
-      result[member].assign(entry.begin(), entry.end());
-    }
-  }
+  std::vector<std::vector<std::byte>> result = root_result(entries);
   for (std::uint32_t member = 1; member < world_; ++member) {
     members_[member].out_payload = {};
     members_[member].in.payload.clear();
@@ -402,47 +366,71 @@ std::vector<std::vector<std::byte>> Rendezvous::State::run_root(
   return result;
 }
 
-void Rendezvous::State::accept_all() {
-  while (true) {
-    detail::Address address;
-    address.length = sizeof address.storage;
-    Fd fd(::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&address.storage), &address.length,
-                    SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!fd.valid()) {
-      const int error = errno;
-      if (error == EAGAIN || error == EWOULDBLOCK) return;
-      if (detail::is_resource_errno(error)) {
-        detail::throw_resource(operation_, error, "accept() on the rendezvous port");
-      }
-      continue;  // EINTR, ECONNABORTED, network errors of that one connection
+void Rendezvous::State::poll_root() {
+  // Tags of the poll entries: a member's rank, kStray + a stray's index, or kListener.
+  constexpr std::size_t kListener = SIZE_MAX;
+  constexpr std::size_t kStray = std::size_t{1} << 40U;
+  polls_.clear();
+  tags_.clear();
+  polls_.push_back({.fd = listener_.get(), .events = POLLIN, .revents = 0});
+  tags_.push_back(kListener);
+  for (std::uint32_t member = 1; member < world_; ++member) {
+    const Link& link = members_[member];
+    const short events = wanted_events(link);
+    if (!link.fd.valid() || events == 0) continue;
+    polls_.push_back({.fd = link.fd.get(), .events = events, .revents = 0});
+    tags_.push_back(member);
+  }
+  for (std::size_t index = 0; index < strays_.size(); ++index) {
+    polls_.push_back({.fd = strays_[index].fd.get(), .events = POLLIN, .revents = 0});
+    tags_.push_back(kStray + index);
+  }
+  if (::poll(polls_.data(), polls_.size(), poll_ms(deadline_)) < 0) {
+    if (errno == EINTR) return;
+    detail::throw_resource(operation_, errno, "poll()");
+  }
+  for (std::size_t i = 0; i < polls_.size(); ++i) {
+    const pollfd& entry = polls_[i];
+    if (entry.revents == 0) continue;
+    if (tags_[i] == kListener) {
+      accept_all();
+    } else if (tags_[i] >= kStray) {
+      serve_stray(tags_[i] - kStray);
+    } else {
+      const auto member = static_cast<std::uint32_t>(tags_[i]);
+      if (readable(entry)) read_member(member);
+      if (writable(entry) && members_[member].fd.valid()) members_[member].transmit();
     }
-    detail::set_no_delay(fd);
-    if (strays_.size() >= kMaxStrays) strays_.front().fd.reset();  // dropped after this round
-    Link link;
-    link.fd = std::move(fd);
-    link.operation = operation_;
-    link.address = detail::address_text(address);
-    link.name = "a connection from " + link.address;
-    strays_.push_back(std::move(link));
+  }
+  std::erase_if(strays_, [](const Link& link) { return !link.fd.valid(); });
+}
+
+std::vector<std::vector<std::byte>> Rendezvous::State::root_result(
+    std::span<const std::vector<std::byte>> entries) const {
+  // all_gather: every rank's entry; all_to_all: what every rank sent to the root (its entry 0).
+  std::vector<std::vector<std::byte>> result;
+  if (collective_ == kBarrier) return result;
+  result.resize(world_);
+  result[0] = entries[0];
+  for (std::uint32_t member = 1; member < world_; ++member) {
+    const auto entry = received_[member].entries[0];
+    result[member].assign(entry.begin(), entry.end());
+  }
+  return result;
+}
+
+void Rendezvous::State::accept_all() {
+  while (auto link =
+             detail::accept_link(listener_, operation_, "accept() on the rendezvous port")) {
+    detail::make_room(strays_, kMaxStrays);
+    strays_.push_back(std::move(*link));
     serve_stray(strays_.size() - 1);  // its hello may be here already
   }
 }
 
 void Rendezvous::State::serve_stray(std::size_t index) {
   Link& stray = strays_[index];
-  if (!stray.fd.valid()) return;
-  switch (stray.receive(expectation(MessageKind::hello, 0, stray.name, 0))) {
-    case Progress::waiting: return;
-    case Progress::closed:
-      if (stray.in.header_got == 0) {
-        stray.fd.reset();  // connected and left without a word: a port probe, not a rank
-        return;
-      }
-      throw Error(
-          ErrorKind::connection, operation_, ECONNRESET,
-          stray.name + " closed the connection " + stray.received_so_far() + " of its hello");
-    case Progress::complete: break;
-  }
+  if (!detail::receive_hello(stray, expectation(MessageKind::hello, 0, stray.name, 0))) return;
   const std::uint32_t member = stray.in.parsed->sender_rank;
   if (members_[member].fd.valid()) {
     throw Error(ErrorKind::protocol, operation_, EPROTO,
@@ -574,62 +562,14 @@ std::vector<std::vector<std::byte>> Rendezvous::State::run_member(
     root_link_.queue(head, message_);
     root_link_.transmit();
   }
-  const std::size_t most = std::max(encoded_size(root_entries(collective_, world_),
-                                                 std::size_t{world_} * options_.max_message_size),
-                                    kMaxAbortText + 5);
   const Clock::time_point answer_deadline =
       deadline_ + std::min<Duration>(options_.timeout, kRootGrace);
-  while (true) {
-    if (root_link_.received && root_link_.flushed()) break;
+  while (!root_link_.received || !root_link_.flushed()) {
     const Clock::time_point now = Clock::now();
     const bool connected = root_link_.fd.valid() && !root_link_.connecting;
     if (!root_link_.fd.valid()) dial_root(now);
     if (now >= (connected ? answer_deadline : deadline_)) throw_member_timeout(connected);
-    Clock::time_point wake = connected ? answer_deadline : deadline_;
-    pollfd entry{.fd = root_link_.fd.get(), .events = 0, .revents = 0};
-    if (!root_link_.fd.valid()) {
-      wake = std::min(wake, dial_.next_attempt());
-    } else if (root_link_.connecting) {
-      entry.events = POLLOUT;
-      wake = std::min(wake, root_link_.connect_start + detail::kConnectAttemptLimit);
-    } else {
-      if (!root_link_.received) entry.events = static_cast<short>(entry.events | POLLIN);
-      if (!root_link_.flushed()) entry.events = static_cast<short>(entry.events | POLLOUT);
-    }
-    if (::poll(&entry, root_link_.fd.valid() ? 1 : 0, poll_ms(wake)) < 0) {
-      if (errno == EINTR) continue;
-      detail::throw_resource(operation_, errno, "poll()");
-    }
-    if (entry.revents == 0) {
-      if (root_link_.connecting &&
-          Clock::now() - root_link_.connect_start >= detail::kConnectAttemptLimit) {
-        root_link_.fd.reset();
-        root_link_.connecting = false;
-        dial_.failed(ETIMEDOUT, Clock::now(), options_.retry_interval);
-      }
-      continue;
-    }
-    if (root_link_.connecting) {
-      finish_connect();
-      continue;
-    }
-    const auto problem = static_cast<short>(POLLERR | POLLHUP);
-    if ((entry.revents & (POLLIN | problem)) != 0 && !root_link_.received) {
-      switch (root_link_.receive(expectation(MessageKind::data, 0, root_link_.name, most))) {
-        case Progress::waiting: break;
-        case Progress::complete: root_link_.received = true; break;
-        case Progress::closed:
-          throw Error(ErrorKind::connection, operation_, ECONNRESET,
-                      root_link_.name + " closed the connection " + root_link_.received_so_far() +
-                          " for " + std::string(collective_name(collective_)) + " " +
-                          std::to_string(sequence_),
-                      "the root failed or exited: see its own error");
-      }
-      if (root_link_.received && root_link_.in.parsed->kind == MessageKind::abort) throw_abort();
-    }
-    if ((entry.revents & (POLLOUT | problem)) != 0 && root_link_.fd.valid()) {
-      root_link_.transmit();
-    }
+    poll_member(connected ? answer_deadline : deadline_);
   }
   Decoded decoded = decode(root_link_.in.payload, root_link_.name, operation_);
   if (decoded.operation != collective_ ||
@@ -644,6 +584,51 @@ std::vector<std::vector<std::byte>> Rendezvous::State::run_member(
   for (const auto entry : decoded.entries) result.emplace_back(entry.begin(), entry.end());
   root_link_.out_payload = {};
   return result;
+}
+
+void Rendezvous::State::poll_member(Clock::time_point wake) {
+  pollfd entry{.fd = root_link_.fd.get(), .events = 0, .revents = 0};
+  if (!root_link_.fd.valid()) {
+    wake = std::min(wake, dial_.next_attempt());
+  } else if (root_link_.connecting) {
+    entry.events = POLLOUT;
+    wake = std::min(wake, root_link_.connect_start + detail::kConnectAttemptLimit);
+  } else {
+    entry.events = wanted_events(root_link_);
+  }
+  if (::poll(&entry, root_link_.fd.valid() ? 1 : 0, poll_ms(wake)) < 0) {
+    if (errno == EINTR) return;
+    detail::throw_resource(operation_, errno, "poll()");
+  }
+  if (root_link_.connecting) {
+    if (entry.revents != 0) {
+      finish_connect();
+    } else if (Clock::now() - root_link_.connect_start >= detail::kConnectAttemptLimit) {
+      root_link_.fd.reset();
+      root_link_.connecting = false;
+      dial_.failed(ETIMEDOUT, Clock::now(), options_.retry_interval);
+    }
+    return;
+  }
+  if (readable(entry) && !root_link_.received) read_answer();
+  if (writable(entry) && root_link_.fd.valid()) root_link_.transmit();
+}
+
+void Rendezvous::State::read_answer() {
+  const std::size_t most = std::max(encoded_size(root_entries(collective_, world_),
+                                                 std::size_t{world_} * options_.max_message_size),
+                                    kMaxAbortText + 5);
+  switch (root_link_.receive(expectation(MessageKind::data, 0, root_link_.name, most))) {
+    case Progress::waiting: return;
+    case Progress::complete: root_link_.received = true; break;
+    case Progress::closed:
+      throw Error(ErrorKind::connection, operation_, ECONNRESET,
+                  root_link_.name + " closed the connection " + root_link_.received_so_far() +
+                      " for " + std::string(collective_name(collective_)) + " " +
+                      std::to_string(sequence_),
+                  "the root failed or exited: see its own error");
+  }
+  if (root_link_.in.parsed->kind == MessageKind::abort) throw_abort();
 }
 
 void Rendezvous::State::dial_root(Clock::time_point now) {

@@ -260,12 +260,12 @@ Duration Dial::backoff(Duration retry_interval) {
   // up yet do not come back in step, and a port that stays shut costs few attempts.
   const Duration longest = std::max<Duration>(retry_interval, std::chrono::seconds(1));
   pause_ = pause_.count() == 0 ? retry_interval : std::min<Duration>(pause_ * 3 / 2, longest);
-  if (random_.has_value() == false) {
+  if (!random_.has_value()) {
     random_.emplace(static_cast<std::uint_fast32_t>(::getpid()) * 2654435761U ^
                     static_cast<std::uint_fast32_t>(port_));
   }
   std::uniform_int_distribution<int> percent(75, 125);
-  return Duration(std::chrono::nanoseconds(pause_.count() / 100 * percent(*random_)));
+  return std::chrono::nanoseconds(pause_.count() / 100 * percent(*random_));
 }
 
 std::string Dial::waiting_reason(const std::string& peer) const {
@@ -283,6 +283,50 @@ std::string Dial::waiting_reason(const std::string& peer) const {
            " attempts: " + errno_text(last_errno_);
   }
   return peer + " did not answer our connection attempt";
+}
+
+bool receive_hello(Link& stray, const HeaderExpectation& expected) {
+  if (!stray.fd.valid()) return false;
+  switch (stray.receive(expected)) {
+    case Progress::waiting: return false;
+    case Progress::complete: return true;
+    case Progress::closed: break;
+  }
+  if (stray.in.header_got == 0) {
+    stray.fd.reset();
+    return false;
+  }
+  throw Error(ErrorKind::connection, stray.operation, ECONNRESET,
+              stray.name + " closed the connection " + stray.received_so_far() + " of its hello");
+}
+
+void make_room(std::vector<Link>& links, std::size_t most) noexcept {
+  const auto open = [](const Link& link) { return link.fd.valid(); };
+  if (static_cast<std::size_t>(std::count_if(links.begin(), links.end(), open)) < most) return;
+  std::find_if(links.begin(), links.end(), open)->fd.reset();
+}
+
+std::optional<Link> accept_link(const Fd& listener, std::string_view operation,
+                                const std::string& what) {
+  while (true) {
+    Address address;
+    address.length = sizeof address.storage;
+    Fd fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address.storage), &address.length,
+                    SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) {
+      const int error = errno;
+      if (error == EAGAIN || error == EWOULDBLOCK) return std::nullopt;
+      if (is_resource_errno(error)) throw_resource(operation, error, what);
+      continue;  // EINTR, ECONNABORTED, network errors of that one connection
+    }
+    set_no_delay(fd);
+    Link link;
+    link.fd = std::move(fd);
+    link.operation = operation;
+    link.address = address_text(address);
+    link.name = "a connection from " + link.address;
+    return link;
+  }
 }
 
 void Link::queue(std::span<const MessageHeader> headers, std::span<const std::byte> payload) {

@@ -191,4 +191,21 @@ struct Link {
   bool transmit();
 };
 
+/// Reads what has arrived of the hello of a connection not yet identified: true once it is
+/// complete (in stray.in.parsed). A connection that closes before sending a byte is closed
+/// quietly (a port probe, not a rank); one that closes inside its hello throws ibv::Error
+/// (connection); a bad header throws the protocol error.
+[[nodiscard]] bool receive_hello(Link& stray, const HeaderExpectation& expected);
+
+/// Closes the oldest of `links` that is still open when `most` or more are: connections not
+/// yet identified are capped, so that a crowd of clients can not exhaust the descriptors.
+void make_room(std::vector<Link>& links, std::size_t most) noexcept;
+
+/// The next connection waiting on `listener` (non-blocking, TCP_NODELAY) as a Link named "a
+/// connection from 10.0.0.3:41234", or nullopt when none is waiting. Skips connections that
+/// broke before they were taken; throws ibv::Error (resource) naming `what` when the process
+/// is out of descriptors or memory.
+[[nodiscard]] std::optional<Link> accept_link(const Fd& listener, std::string_view operation,
+                                              const std::string& what);
+
 }  // namespace ibv::net::detail

@@ -147,7 +147,8 @@ TEST(Rendezvous, TypedAllGatherAndAllToAllDecodeEveryEntry) {
     Rendezvous bootstrap(root, rank, 3, options());
     ibv::net::Bootstrap& any = bootstrap;
     gathered[rank] = any.all_gather<std::uint64_t>(100 + rank);
-    const std::vector<std::uint64_t> to_peer{10 * rank, 10 * rank + 1, 10 * rank + 2};
+    const std::uint64_t base = std::uint64_t{10} * rank;
+    const std::vector<std::uint64_t> to_peer{base, base + 1, base + 2};
     personal[rank] = any.all_to_all<std::uint64_t>(to_peer);
   });
   for (std::uint32_t rank = 0; rank < 3; ++rank) {
@@ -312,6 +313,8 @@ TEST(Rendezvous, MovedFromIsAStateError) {
   const RootAddress root = free_root();
   Rendezvous first(root, 0, 2, options());
   const Rendezvous second(std::move(first));
+  // The moved-from object's one allowed use besides destruction is this error.
+  // NOLINTNEXTLINE(bugprone-use-after-move)
   EXPECT_TRUE(throws_error(ErrorKind::state, [&] { first.barrier(); }, {"moved from"}));
   EXPECT_EQ(second.description(), "TCP rendezvous at " + root.to_string() + " (rank 0 of 2)");
 }
