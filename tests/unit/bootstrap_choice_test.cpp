@@ -25,7 +25,10 @@
 #include "loopback_exchange.hpp"
 #include "support/error_matchers.hpp"
 
+// A named namespace inside the anonymous one: in a unity build (several test files in one
+// translation unit) its helpers can not collide with another file's.
 namespace {
+namespace bootstrap_choice_tests {
 
 using ibv::ErrorKind;
 using ibv::net::BootstrapChoice;
@@ -223,4 +226,5 @@ TEST(LocalRankFromLauncher, ReadsTheFirstLaunchersVariable) {
       {"SLURM_LOCALID=\"x1\""}));
 }
 
+}  // namespace bootstrap_choice_tests
 }  // namespace

@@ -23,7 +23,10 @@
 #include "loopback_exchange.hpp"
 #include "support/error_matchers.hpp"
 
+// A named namespace inside the anonymous one: in a unity build (several test files in one
+// translation unit) its helpers can not collide with another file's.
 namespace {
+namespace rendezvous_tests {
 
 using namespace std::chrono_literals;
 using ibv::ErrorKind;
@@ -339,4 +342,5 @@ TEST(RootAddressParse, RefusesEverythingElseQuotingItBriefly) {
   EXPECT_LT(std::string(error->what()).size(), 400U) << error->what();
 }
 
+}  // namespace rendezvous_tests
 }  // namespace
