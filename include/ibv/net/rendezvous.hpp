@@ -57,11 +57,12 @@ struct RendezvousOptions {
 /// entries; all_to_all: the entries addressed to that rank; barrier: nothing). The framing is
 /// that of ibv/net/exchange_message.hpp.
 ///
-/// Costs for N ranks: one socket per rank and N - 1 at the root (the root raises its descriptor
-/// limit to its hard limit when it needs to); two messages per rank per collective; a rank
-/// receives O(N) bytes for all_to_all and all_gather; the root holds every rank's contribution
-/// to one collective at once (for all_to_all, N x N entries: 1,024 ranks x 64-byte entries is
-/// 64 MiB). Measured in bench/bootstrap.
+/// Costs for N ranks: one socket per rank and N - 1 at the root (the root raises its soft
+/// descriptor limit, as far as the hard limit allows, when it needs to); two messages per rank
+/// per collective; a rank receives O(N) bytes for all_to_all and all_gather; the root holds
+/// every rank's contribution to one collective at once, and for all_to_all also the answers
+/// built from them (N x N entries each: 1,024 ranks x 64-byte entries is 64 MiB each).
+/// Measured in bench/bootstrap (bench/results/bootstrap.md).
 ///
 /// Failures: the root checks every hello and message (world size, duplicate or unknown ranks,
 /// ranks that call different collectives) and, on any failure, including a rank that closes its
