@@ -34,15 +34,12 @@ namespace {
 constexpr std::string_view kConstruct = "Exchanger::Exchanger";
 constexpr std::string_view kExchange = "Exchanger::exchange";
 
-// Connections accepted but not yet identified by a hello, at most; beyond, the oldest is closed.
-constexpr std::size_t kMaxStrays = 64;
-// A timeout message explains at most this many of the ranks it waited for.
-constexpr std::size_t kMaxReasons = 4;
-
 using detail::Clock;
 using detail::Dial;
 using detail::Fd;
 using detail::kConnectAttemptLimit;
+using detail::kMaxReasons;
+using detail::kMaxStrays;
 using detail::Link;
 using detail::Progress;
 using detail::throw_resource;
@@ -235,27 +232,13 @@ void Exchanger::State::start_due_connects(Clock::time_point now) {
       }
       continue;
     }
-    Fd fd = dials[peer].attempt(now, options.retry_interval, kExchange, link.name);
-    if (!fd.valid()) continue;
-    link.address = dials[peer].address();
-    link.fd = std::move(fd);
-    link.connecting = true;
-    link.connect_start = now;
     // A connection that completed at once passes the same checks as one that took a while.
-    finish_connect(peer);
+    if (dials[peer].start(link, now, options.retry_interval)) finish_connect(peer);
   }
 }
 
 void Exchanger::State::finish_connect(std::uint32_t peer) {
-  Link& link = peers[peer];
-  pollfd ready{.fd = link.fd.get(), .events = POLLOUT, .revents = 0};
-  if (::poll(&ready, 1, 0) == 0) return;  // still connecting
-  link.connecting = false;
-  if (!dials[peer].finish(link.fd, options.retry_interval)) {
-    link.fd.reset();
-    return;
-  }
-  connected(peer);
+  if (dials[peer].finish(peers[peer], options.retry_interval)) connected(peer);
 }
 
 void Exchanger::State::connected(std::uint32_t peer) {
@@ -479,14 +462,8 @@ Exchanger::Exchanger(NetworkConfig config, std::uint32_t rank, ExchangerOptions 
                                std::to_string(config_.world_size()) + " ranks (0.." +
                                std::to_string(config_.world_size() - 1) + ")");
   }
-  ibv::detail::check_positive(options_.timeout, "options.timeout", kConstruct);
-  ibv::detail::check_positive(options_.retry_interval, "options.retry_interval", kConstruct);
-  if (options_.max_message_size == 0 ||
-      options_.max_message_size > std::numeric_limits<std::uint32_t>::max()) {
-    throw_invalid_argument(kConstruct,
-                           "options.max_message_size " + std::to_string(options_.max_message_size),
-                           "is outside 1 .. 4294967295 (the 32-bit length of the protocol)");
-  }
+  detail::check_options(kConstruct, options_.timeout, options_.retry_interval,
+                        options_.max_message_size);
   state_ = std::make_unique<State>(config_, rank_, options_);
 }
 

@@ -35,6 +35,8 @@ namespace {
 
 using detail::Clock;
 using detail::Fd;
+using detail::kMaxReasons;
+using detail::kMaxStrays;
 using detail::Link;
 using detail::Progress;
 
@@ -45,10 +47,6 @@ constexpr std::uint8_t kAllGather = 1;
 constexpr std::uint8_t kAllToAll = 2;
 constexpr std::uint8_t kBarrier = 3;
 
-// Connections accepted but not yet identified by a hello, at most; beyond, the oldest is closed.
-constexpr std::size_t kMaxStrays = 64;
-// A timeout message explains at most this many of the ranks it waited for.
-constexpr std::size_t kMaxReasons = 4;
 // The most of its own error the root quotes in an abort.
 constexpr std::size_t kMaxAbortText = 2048;
 // How much longer than the timeout a connected member waits for the root's answer: the root's
@@ -632,23 +630,11 @@ void Rendezvous::State::read_answer() {
 }
 
 void Rendezvous::State::dial_root(Clock::time_point now) {
-  Fd fd = dial_.attempt(now, options_.retry_interval, operation_, root_link_.name);
-  if (!fd.valid()) return;
-  root_link_.fd = std::move(fd);
-  root_link_.address = dial_.address();
-  root_link_.connecting = true;
-  root_link_.connect_start = now;
-  finish_connect();
+  if (dial_.start(root_link_, now, options_.retry_interval)) finish_connect();
 }
 
 void Rendezvous::State::finish_connect() {
-  pollfd ready{.fd = root_link_.fd.get(), .events = POLLOUT, .revents = 0};
-  if (::poll(&ready, 1, 0) == 0) return;  // still connecting
-  root_link_.connecting = false;
-  if (!dial_.finish(root_link_.fd, options_.retry_interval)) {
-    root_link_.fd.reset();
-    return;
-  }
+  if (!dial_.finish(root_link_, options_.retry_interval)) return;
   detail::set_no_delay(root_link_.fd);
   const std::array<MessageHeader, 2> head{
       MessageHeader{.kind = MessageKind::hello, .sender_rank = rank_, .world_size = world_},
@@ -754,14 +740,8 @@ Rendezvous::Rendezvous(RootAddress root, std::uint32_t rank, std::uint32_t world
   if (root_.host.empty() && rank_ != 0) {
     throw_invalid_argument(kConstruct, "root.host", "is empty: the other ranks must dial it");
   }
-  ibv::detail::check_positive(options_.timeout, "options.timeout", kConstruct);
-  ibv::detail::check_positive(options_.retry_interval, "options.retry_interval", kConstruct);
-  if (options_.max_message_size == 0 ||
-      options_.max_message_size > std::numeric_limits<std::uint32_t>::max()) {
-    throw_invalid_argument(kConstruct,
-                           "options.max_message_size " + std::to_string(options_.max_message_size),
-                           "is outside 1 .. 4294967295 (the 32-bit length of the protocol)");
-  }
+  detail::check_options(kConstruct, options_.timeout, options_.retry_interval,
+                        options_.max_message_size);
   if (world_size_ > 1) state_ = std::make_unique<State>(root_, rank_, world_size_, options_);
 }
 

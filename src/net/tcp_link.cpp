@@ -10,9 +10,11 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "detail/brief_quote.hpp"
+#include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
 
 namespace ibv::net::detail {
@@ -201,46 +203,63 @@ Fd listen_tcp(const ListenRequest& request) {
   }
 }
 
-std::string Dial::host_port() const { return detail::host_port(host_, std::to_string(port_)); }
-
 void Dial::resolve() {
   addresses_ = resolve_host(host_, port_, AI_NUMERICSERV | AI_ADDRCONFIG, resolve_failure_);
 }
 
-Fd Dial::attempt(Clock::time_point now, Duration retry_interval, std::string_view operation,
-                 const std::string& peer) {
-  if (now < next_attempt_) return {};
+void check_options(std::string_view operation, Duration timeout, Duration retry_interval,
+                   std::size_t max_message_size) {
+  ibv::detail::check_positive(timeout, "options.timeout", operation);
+  ibv::detail::check_positive(retry_interval, "options.retry_interval", operation);
+  if (max_message_size == 0 || max_message_size > std::numeric_limits<std::uint32_t>::max()) {
+    throw_invalid_argument(operation,
+                           "options.max_message_size " + std::to_string(max_message_size),
+                           "is outside 1 .. 4294967295 (the 32-bit length of the protocol)");
+  }
+}
+
+bool Dial::start(Link& link, Clock::time_point now, Duration retry_interval) {
+  link.fd.reset();
+  link.connecting = false;
+  if (now < next_attempt_) return false;
   ++attempts_;
   if (addresses_.empty()) {
     resolve();  // retried at every attempt: the name may appear later (containers)
     if (addresses_.empty()) {
       next_attempt_ = now + retry_interval;
-      return {};
+      return false;
     }
   }
   const Address& target = addresses_[next_ % addresses_.size()];
   Fd fd(::socket(target.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
     const int error = errno;
-    if (is_resource_errno(error)) throw_resource(operation, error, "socket() for " + peer);
+    if (is_resource_errno(error))
+      throw_resource(link.operation, error, "socket() for " + link.name);
     failed(error, now, retry_interval);
-    return {};
+    return false;
   }
-  address_ = address_text(target);
-  if (::connect(fd.get(), target.get(), target.length) != 0 && errno != EINPROGRESS &&
-      errno != EINTR) {  // EINTR: it goes on asynchronously
+  std::string address = address_text(target);
+  const bool at_once = ::connect(fd.get(), target.get(), target.length) == 0;
+  if (!at_once && errno != EINPROGRESS && errno != EINTR) {  // EINTR: it goes on asynchronously
     failed(errno, now, retry_interval);
-    return {};
+    return false;
   }
-  return fd;
+  link.fd = std::move(fd);
+  link.address = std::move(address);
+  link.connecting = true;
+  link.connect_start = now;
+  return at_once;
 }
 
-bool Dial::finish(const Fd& fd, Duration retry_interval) {
+bool Dial::finish(Link& link, Duration retry_interval) {
+  link.connecting = false;
   int error = 0;
   socklen_t length = sizeof error;
-  if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
-  if (error == 0 && is_self_connection(fd)) error = ECONNREFUSED;
+  if (getsockopt(link.fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) != 0) error = errno;
+  if (error == 0 && is_self_connection(link.fd)) error = ECONNREFUSED;
   if (error == 0) return true;
+  link.fd.reset();
   failed(error, Clock::now(), retry_interval);
   return false;
 }

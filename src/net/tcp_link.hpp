@@ -31,6 +31,10 @@ using Clock = std::chrono::steady_clock;
 /// A connection attempt that gets no answer this long is abandoned (the next address, or a
 /// retry, may do better than a host that drops our SYNs).
 inline constexpr std::chrono::milliseconds kConnectAttemptLimit{3000};
+/// Connections accepted but not yet identified by a hello, at most (see make_room()).
+inline constexpr std::size_t kMaxStrays = 64;
+/// A timeout message explains at most this many of the ranks it waited for.
+inline constexpr std::size_t kMaxReasons = 4;
 
 /// Owns one file descriptor and closes it.
 class Fd {
@@ -86,6 +90,12 @@ void set_no_delay(const Fd& fd) noexcept;
 /// "rank 3", "ranks 1, 3", "ranks 1, 2, ..., 16 and 84 more".
 [[nodiscard]] std::string rank_list(const std::vector<std::uint32_t>& ranks);
 
+/// The checks every TCP bootstrap's options share: `timeout` and `retry_interval` positive,
+/// `max_message_size` within 1 .. 2^32 - 1 (the protocol's 32-bit length). Throws ibv::Error
+/// (invalid_argument) naming "options.<field>" and `operation`.
+void check_options(std::string_view operation, Duration timeout, Duration retry_interval,
+                   std::size_t max_message_size);
+
 /// What a listening socket is for, as its errors name it.
 struct ListenRequest {
   std::string address;              ///< Empty: the wildcard address (IPv6 and IPv4), else resolved.
@@ -102,6 +112,8 @@ struct ListenRequest {
 /// is not of this host.
 [[nodiscard]] Fd listen_tcp(const ListenRequest& request);
 
+struct Link;
+
 /// The state of one outgoing connection that is retried until it succeeds: the peer's
 /// addresses (resolved again at every attempt until they resolve), which to try next, and what
 /// the attempts met, for the message of a timeout.
@@ -110,21 +122,19 @@ class Dial {
   Dial() = default;
   Dial(std::string host, std::uint16_t port) : host_(std::move(host)), port_(port) {}
 
-  /// Starts a non-blocking connect() to the next address when one is due: returns the socket
-  /// (connecting, or connected at once: `finish` tells) or an invalid Fd when none is due or the
-  /// attempt failed at once (it is then counted and retried after `retry_interval`).
-  [[nodiscard]] Fd attempt(Clock::time_point now, Duration retry_interval,
-                           std::string_view operation, const std::string& peer);
-  /// Completes an attempt whose socket polled writable: true when it is connected; otherwise
-  /// the failure is counted and the socket should be closed.
-  [[nodiscard]] bool finish(const Fd& fd, Duration retry_interval);
+  /// Starts a non-blocking connect() to the next address when one is due, into `link` (its
+  /// descriptor, address, `connecting` and start time): true when it connected at once, so that
+  /// finish() is due now; otherwise wait for the socket to poll writable. Leaves `link` without
+  /// a descriptor when none is due or the attempt failed at once (counted, and retried after
+  /// `retry_interval`).
+  [[nodiscard]] bool start(Link& link, Clock::time_point now, Duration retry_interval);
+  /// Completes the attempt in `link`, whose socket is connected or polled writable: true when
+  /// it is connected; otherwise the failure is counted and the socket closed.
+  [[nodiscard]] bool finish(Link& link, Duration retry_interval);
   /// Counts a failed attempt (ETIMEDOUT for one that took kConnectAttemptLimit).
   void failed(int errno_value, Clock::time_point now, Duration retry_interval);
 
   [[nodiscard]] Clock::time_point next_attempt() const noexcept { return next_attempt_; }
-  /// The numeric address of the last attempt.
-  [[nodiscard]] const std::string& address() const noexcept { return address_; }
-  [[nodiscard]] std::string host_port() const;
   /// Why the peer, as `peer` names it, is not connected yet: "rank 3 at node04:18515 refused
   /// the connection 57 times: is it running?" and the like.
   [[nodiscard]] std::string waiting_reason(const std::string& peer) const;
@@ -143,7 +153,6 @@ class Dial {
   unsigned refused_ = 0;
   int last_errno_ = 0;
   std::string resolve_failure_;  // why the host name did not resolve, if it did not
-  std::string address_;
   Duration pause_{};
   std::optional<std::minstd_rand> random_;
 };
