@@ -7,6 +7,7 @@
 #   make fuzz      build the libFuzzer targets (clang-14) and fuzz each for FUZZ_SECONDS (default 300)
 #   make lint      clang-format --dry-run -Werror and clang-tidy over include/ src/ tests/ examples/
 #   make format    apply clang-format in place
+#   make docs      the API reference (Doxygen, warnings fail) into build/docs/html
 #   make install   build and install to PREFIX (default /usr/local)
 #   make clean     remove build/
 
@@ -22,10 +23,10 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # cmake runs its own make: keep ours (flags, jobserver, "Entering directory") out of it.
 CMAKE := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
 
-.PHONY: help deps configure build test test-long demo fuzz lint format install clean
+.PHONY: help deps configure build test test-long demo fuzz lint format docs install clean
 
 help:
-	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@scripts/install-deps
@@ -55,6 +56,10 @@ lint: deps
 
 format: deps
 	scripts/lint --fix
+
+# No build needed: doxygen reads the headers and pages (docs/Doxyfile).
+docs: deps
+	scripts/docs
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
