@@ -49,11 +49,14 @@ class MultiScopeBase;  // posts a list on a peer's channel (MultiChannelScope::p
 /// all. build() checks everything before it creates anything; errors name the setting.
 class ChannelBuilder {
  public:
+  /// A builder with the default ChannelSettings; the channel keeps `pd` alive.
   explicit ChannelBuilder(ProtectionDomain pd);
 
   /// All of them at once.
   ChannelBuilder& settings(const ChannelSettings& settings);
+  /// ChannelSettings::queue_pair (checked against the device in build()).
   ChannelBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
+  /// ChannelSettings::timeouts.
   ChannelBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
   /// ChannelSettings::completion_queue_size.
   ChannelBuilder& completion_queue_size(int entries) noexcept;
@@ -67,7 +70,9 @@ class ChannelBuilder {
   /// ChannelSettings::shared_receive_pool (and no other shared receive queue).
   ChannelBuilder& shared_receive_pool(SharedReceivePool pool) noexcept;
 
+  /// The settings as set so far.
   [[nodiscard]] const ChannelSettings& settings() const noexcept { return settings_; }
+  /// The protection domain the channel will be built on.
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept { return pd_; }
 
   /// Creates the completion queue and the queue pair (see QueuePairBuilder::build).
@@ -86,7 +91,10 @@ class PreparedChannel {
   PreparedChannel(PreparedQueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts,
                   WaitMode wait = {}, std::optional<SharedReceivePool> pool = std::nullopt);
 
+  /// This side's endpoint, for the peer (PreparedQueuePair::endpoint()).
   [[nodiscard]] Endpoint endpoint() const { return qp_.endpoint(); }
+  /// Connects to the peer's endpoint (PreparedQueuePair::handshake(), which says what it
+  /// throws) and gives the channel; this object is used up.
   [[nodiscard]] Channel handshake(const Endpoint& remote) &&;
 
  private:
@@ -168,6 +176,8 @@ class PreparedChannel {
 /// reason, so none is lost to a blocking send.
 class Channel {
  public:
+  /// A blocking call's timeout: unset means the channel's ChannelTimeouts::operation; a set
+  /// one must be positive.
   using Timeout = std::optional<Duration>;
 
   /// Throws ibv::Error (invalid_argument) when `wait` sleeps and `cq` has no completion
@@ -204,6 +214,7 @@ class Channel {
     SendRequest request = operation.request(0);
     return execute_request(request, timeout);
   }
+  /// Blocking receive: posts op::Receive and waits for the message, as execute() above.
   WorkCompletion execute(const op::Receive& operation, Timeout timeout = {});
 
   /// Unpolled: posts `operation`; the returned handle tracks it. PostOptions choose unsignaled
@@ -217,9 +228,11 @@ class Channel {
   PendingWork post(const op::Receive& operation, PostOptions options = {});
 
   // The operations by name: execute() and post() of the operation.
+  /// Sends `data` into the peer's next receive and waits: execute(op::Send{data}).
   WorkCompletion send(std::span<const GatherElement> data, Timeout timeout = {}) {
     return execute(op::Send{data}, timeout);
   }
+  /// Sends `data` with 32 bits of immediate data the peer's receive completion carries.
   WorkCompletion send_with_immediate(std::span<const GatherElement> data, std::uint32_t immediate,
                                      Timeout timeout = {}) {
     return execute(op::Send{data, immediate}, timeout);
@@ -228,15 +241,20 @@ class Channel {
   WorkCompletion receive(std::span<const ScatterElement> into, Timeout timeout = {}) {
     return execute(op::Receive{into}, timeout);
   }
+  /// Writes `data` into the peer's memory at `destination` and waits; no completion at the
+  /// peer (execute(op::Write{data, destination})).
   WorkCompletion write(std::span<const GatherElement> data, const RemoteMemoryRegion& destination,
                        Timeout timeout = {}) {
     return execute(op::Write{data, destination}, timeout);
   }
+  /// Writes `data` to `destination` and consumes a receive at the peer, whose completion
+  /// carries `immediate` (the data goes to `destination`, not into the receive's buffer).
   WorkCompletion write_with_immediate(std::span<const GatherElement> data,
                                       const RemoteMemoryRegion& destination,
                                       std::uint32_t immediate, Timeout timeout = {}) {
     return execute(op::Write{data, destination, immediate}, timeout);
   }
+  /// Reads the peer's memory at `source` into `into` and waits (execute(op::Read{into, source})).
   WorkCompletion read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
                       Timeout timeout = {}) {
     return execute(op::Read{into, source}, timeout);
@@ -265,33 +283,40 @@ class Channel {
     return execute(op::CompareSwap{result, target, expected, desired}, timeout);
   }
 
+  /// send() unpolled: post(op::Send{data}, options).
   PendingWork post_send(std::span<const GatherElement> data, PostOptions options = {}) {
     return post(op::Send{data}, options);
   }
+  /// send_with_immediate() unpolled.
   PendingWork post_send_with_immediate(std::span<const GatherElement> data, std::uint32_t immediate,
                                        PostOptions options = {}) {
     return post(op::Send{data, immediate}, options);
   }
+  /// receive() unpolled: post(op::Receive{into}).
   PendingWork post_receive(std::span<const ScatterElement> into) { return post(op::Receive{into}); }
+  /// write() unpolled.
   PendingWork post_write(std::span<const GatherElement> data, const RemoteMemoryRegion& destination,
                          PostOptions options = {}) {
     return post(op::Write{data, destination}, options);
   }
+  /// write_with_immediate() unpolled.
   PendingWork post_write_with_immediate(std::span<const GatherElement> data,
                                         const RemoteMemoryRegion& destination,
                                         std::uint32_t immediate, PostOptions options = {}) {
     return post(op::Write{data, destination, immediate}, options);
   }
+  /// read() unpolled. Never inline.
   PendingWork post_read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
                         PostOptions options = {}) {
     return post(op::Read{into, source}, options);
   }
-  /// fetch_add() / compare_swap() unpolled: `result` holds the old value once the handle
-  /// completes. Never inline (InlinePolicy::always is rejected).
+  /// fetch_add() unpolled: `result` holds the old value once the handle completes. Never
+  /// inline (InlinePolicy::always is rejected).
   PendingWork post_fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
                              std::uint64_t add, PostOptions options = {}) {
     return post(op::FetchAdd{result, target, add}, options);
   }
+  /// compare_swap() unpolled, as post_fetch_add().
   PendingWork post_compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
                                 std::uint64_t expected, std::uint64_t desired,
                                 PostOptions options = {}) {
@@ -333,9 +358,14 @@ class Channel {
     return detail::run_scope(scope, std::forward<Body>(body));
   }
 
+  /// The channel's connected queue pair (for its settings and limits; posting on it directly
+  /// bypasses the channel's wr_ids and completion tracking).
   [[nodiscard]] const QueuePair& queue_pair() const noexcept;
+  /// The protection domain the channel's memory must be registered on.
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept;
+  /// The timeouts it was built with.
   [[nodiscard]] const ChannelTimeouts& timeouts() const noexcept;
+  /// How its waits wait.
   [[nodiscard]] const WaitMode& wait_mode() const noexcept;
   /// The completion channel the channel's completion queue is attached to, if any (shared
   /// by every peer of a MultiChannel).

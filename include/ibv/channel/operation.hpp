@@ -20,9 +20,12 @@ namespace ibv::op {
 /// A two-sided send of `data` (gathered in order) into a receive the peer posted; with
 /// `immediate`, the peer's receive completion carries it (host byte order on both sides).
 struct Send {
+  /// What to send; the memory must stay registered and unchanged until the send completes.
   std::span<const GatherElement> data;
+  /// Immediate data for the peer's receive completion, if any.
   std::optional<std::uint32_t> immediate = std::nullopt;
 
+  /// The signaled send request under `wr_id` (SendOperation).
   [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
     return immediate ? SendRequest::send_with_immediate(wr_id, data, *immediate)
                      : SendRequest::send(wr_id, data);
@@ -31,18 +34,24 @@ struct Send {
 
 /// One incoming message into `into` (empty for messages that carry only immediate data).
 struct Receive {
+  /// Where the message goes, scattered in order; must stay registered until it completes.
   std::span<const ScatterElement> into;
 
+  /// The receive request under `wr_id`.
   [[nodiscard]] ReceiveRequest request(std::uint64_t wr_id) const noexcept { return {wr_id, into}; }
 };
 
 /// A one-sided write of `data` into the peer's `destination`; with `immediate`, it also
 /// consumes a receive of the peer, whose completion carries the immediate.
 struct Write {
+  /// What to write, gathered in order.
   std::span<const GatherElement> data;
+  /// Where in the peer's memory: its start address and rkey (at least as long as `data`).
   RemoteMemoryRegion destination;
+  /// Immediate data that makes it consume a peer's receive, if any.
   std::optional<std::uint32_t> immediate = std::nullopt;
 
+  /// The signaled write request under `wr_id` (SendOperation).
   [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
     return immediate ? SendRequest::write_with_immediate(wr_id, data, destination, *immediate)
                      : SendRequest::write(wr_id, data, destination);
@@ -51,9 +60,12 @@ struct Write {
 
 /// A one-sided read of the peer's `source` into `into` (scattered in order).
 struct Read {
+  /// Where the data goes locally, scattered in order.
   std::span<const ScatterElement> into;
+  /// What to read from the peer's memory (at least as long as `into`).
   RemoteMemoryRegion source;
 
+  /// The signaled read request under `wr_id` (SendOperation).
   [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
     return SendRequest::read(wr_id, into, source);
   }
@@ -63,8 +75,11 @@ struct Read {
 /// the word's value from before into `result`, one registered element of exactly 8 bytes.
 /// Contract, checks and byte order: Channel::fetch_add.
 struct FetchAdd {
+  /// Receives the word's old value: one registered element of exactly 8 bytes.
   ScatterElement result;
+  /// The peer's 8-byte-aligned word (the region's start), registered with atomic access.
   RemoteMemoryRegion target;
+  /// What to add, modulo 2^64, in host byte order.
   std::uint64_t add = 0;
 
   /// The request refers to `result`: this operation must outlive the post.
@@ -77,9 +92,13 @@ struct FetchAdd {
 /// `expected`, and writes the word's value from before into `result` either way (the swap
 /// happened iff the result equals `expected`). Otherwise as FetchAdd.
 struct CompareSwap {
+  /// Receives the word's old value: one registered element of exactly 8 bytes.
   ScatterElement result;
+  /// The peer's 8-byte-aligned word (the region's start), registered with atomic access.
   RemoteMemoryRegion target;
+  /// The value the word must hold for the swap.
   std::uint64_t expected = 0;
+  /// The value it gets if it does.
   std::uint64_t desired = 0;
 
   /// The request refers to `result`: this operation must outlive the post.
@@ -105,8 +124,10 @@ concept SendOperation = requires(const T& operation, std::uint64_t wr_id) {
 /// writes before it have landed. A FetchAdd's or CompareSwap's request refers to its `result`
 /// inside the AnySend, which must outlive the post.
 struct AnySend {
+  /// The operation it holds.
   std::variant<Send, Write, Read, FetchAdd, CompareSwap> operation;
 
+  /// Holds `alternative` (implicit, so that a braced list of mixed operations reads as one).
   template <typename Alternative>
   requires std::constructible_from<decltype(operation), Alternative> AnySend(
       Alternative alternative)

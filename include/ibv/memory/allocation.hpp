@@ -110,7 +110,7 @@ class Allocation {
 [[nodiscard]] std::size_t default_huge_page_size();
 
 /// Free and total reserved huge pages of one size, as the kernel reports them in
-/// /sys/kernel/mm/hugepages/hugepages-<size>kB/.
+/// `/sys/kernel/mm/hugepages/hugepages-<size>kB/`.
 struct HugePageCounts {
   std::size_t page_size = 0;  ///< Bytes.
   std::size_t total = 0;      ///< nr_hugepages

@@ -15,9 +15,9 @@ namespace ibv {
 
 /// The NUMA node of an RDMA device as sysfs tells it, or "unknown" with the reason.
 ///
-/// Looked up in /sys/class/infiniband/<dev>/device/numa_node (a PCI device). A software device
+/// Looked up in `/sys/class/infiniband/<dev>/device/numa_node` (a PCI device). A software device
 /// such as rxe has no device of its own: then the node of its network device
-/// (/sys/class/net/<netdev>/device/numa_node, the netdev named in <dev>/parent or in the GID
+/// (`/sys/class/net/<netdev>/device/numa_node`, the netdev named in `<dev>/parent` or in the GID
 /// table's ndevs) is used. A virtual netdev (dummy, veth, lo) has none either, and a PCI device
 /// whose firmware reports -1 gives no affinity: both are "unknown", never a guess.
 struct DeviceNumaNode {

@@ -12,7 +12,7 @@ union ibv_gid;
 namespace ibv {
 
 /// A 128-bit GID in network byte order. On RoCE it is an IPv6 address (IPv4 addresses appear
-/// IPv4-mapped, ::ffff:a.b.c.d); on InfiniBand, subnet prefix and port GUID.
+/// IPv4-mapped, `::ffff:a.b.c.d`); on InfiniBand, subnet prefix and port GUID.
 class Gid {
  public:
   /// The all-zero GID (what an unset table entry holds).
@@ -28,7 +28,7 @@ class Gid {
   }
   [[nodiscard]] ibv_gid to_native() const noexcept;
   [[nodiscard]] bool is_zero() const noexcept;
-  /// True for ::ffff:a.b.c.d, the form RoCE v2 uses for IPv4 addresses.
+  /// True for `::ffff:a.b.c.d`, the form RoCE v2 uses for IPv4 addresses.
   [[nodiscard]] bool is_ipv4_mapped() const noexcept;
   /// "a.b.c.d" for an IPv4-mapped GID.
   [[nodiscard]] std::optional<std::string> ipv4() const;

@@ -43,9 +43,13 @@ struct QueuePairSettings {
   std::optional<std::uint32_t> gid_index;
   /// Rights peers get on this QP (memory regions must grant them too).
   RemoteAccess access = RemoteAccess::all();
+  /// Send queue depth: requests posted and not yet completed; up to the device's max_qp_wr.
   QueueDepth max_send_wr{128};
+  /// Receive queue depth (ignored with a shared receive queue); up to max_qp_wr.
   QueueDepth max_recv_wr{128};
+  /// Most gather elements per send-queue request; up to the device's max_sge.
   SgeCount max_send_sge{1};
+  /// Most scatter elements per receive (ignored with a shared receive queue); up to max_sge.
   SgeCount max_recv_sge{1};
   /// Inline bytes to ask the device for. Default (unset): InlineSize::kDefault (220), and if
   /// the device refuses to create the QP with that, 64, then 0. Either way the QP then knows
@@ -58,15 +62,21 @@ struct QueuePairSettings {
   std::optional<Mtu> mtu;
   /// First PSN this side sends with; default: random.
   std::optional<Psn> send_psn;
+  /// How long a request waits for its ACK before it is retransmitted (about 67 ms).
   AckTimeout ack_timeout = AckTimeout::default_value();
+  /// Retransmissions after ACK timeouts before a request fails (6).
   RetryCount retry_count = RetryCount::default_value();
+  /// Retries of a send that found no receive posted at the peer before it fails (6).
   RnrRetryCount rnr_retry = RnrRetryCount::default_value();
+  /// What this side asks a sender to wait before retrying such a send (2.56 ms).
   RnrTimer min_rnr_timer = RnrTimer::default_value();
-  /// Outstanding reads/atomics as initiator and as responder; default: min(device limit, 16).
+  /// Outstanding reads/atomics as initiator; default: min(device limit, 16).
   std::optional<ReadAtomicDepth> max_rd_atomic;
+  /// Outstanding reads/atomics as responder; default: min(device limit, 16).
   std::optional<ReadAtomicDepth> max_dest_rd_atomic;
-  /// Global route header fields (RoCE, or InfiniBand with a GID).
+  /// Global route header: hop limit (RoCE, or InfiniBand with a GID).
   std::uint8_t hop_limit = 64;
+  /// Global route header: traffic class (RoCE, or InfiniBand with a GID).
   std::uint8_t traffic_class = 0;
   /// InfiniBand service level: 0..15 (4 bits).
   std::uint8_t service_level = 0;
@@ -84,26 +94,47 @@ class QueuePair;
 ///     ibv::QueuePair qp = std::move(prepared).handshake(receive_from_peer());
 class QueuePairBuilder {
  public:
+  /// A builder with the default QueuePairSettings. Completions of sends go to `send_cq`, of
+  /// receives to `recv_cq` (they may be the same queue); the QP keeps all three alive.
   QueuePairBuilder(ProtectionDomain pd, CompletionQueue send_cq, CompletionQueue recv_cq);
 
+  /// Sets QueuePairSettings::port (checked in build()).
   QueuePairBuilder& port(PortNumber port) noexcept;
+  /// Sets QueuePairSettings::gid_index (checked in build()).
   QueuePairBuilder& gid_index(std::uint32_t index) noexcept;
+  /// Sets QueuePairSettings::access.
   QueuePairBuilder& access(RemoteAccess access) noexcept;
+  /// Sets QueuePairSettings::max_send_wr (checked in build()).
   QueuePairBuilder& max_send_wr(QueueDepth depth) noexcept;
+  /// Sets QueuePairSettings::max_recv_wr (checked in build()).
   QueuePairBuilder& max_recv_wr(QueueDepth depth) noexcept;
+  /// Sets QueuePairSettings::max_send_sge (checked in build()).
   QueuePairBuilder& max_send_sge(SgeCount count) noexcept;
+  /// Sets QueuePairSettings::max_recv_sge (checked in build()).
   QueuePairBuilder& max_recv_sge(SgeCount count) noexcept;
+  /// Sets QueuePairSettings::max_inline_data: exactly this much, or build() fails.
   QueuePairBuilder& max_inline_data(InlineSize bytes) noexcept;
+  /// Sets QueuePairSettings::mtu (checked against the port's max MTU in build()).
   QueuePairBuilder& mtu(Mtu mtu) noexcept;
+  /// Sets QueuePairSettings::send_psn.
   QueuePairBuilder& send_psn(Psn psn) noexcept;
+  /// Sets QueuePairSettings::ack_timeout.
   QueuePairBuilder& ack_timeout(AckTimeout timeout) noexcept;
+  /// Sets QueuePairSettings::retry_count.
   QueuePairBuilder& retry_count(RetryCount count) noexcept;
+  /// Sets QueuePairSettings::rnr_retry.
   QueuePairBuilder& rnr_retry(RnrRetryCount count) noexcept;
+  /// Sets QueuePairSettings::min_rnr_timer.
   QueuePairBuilder& min_rnr_timer(RnrTimer timer) noexcept;
+  /// Sets QueuePairSettings::max_rd_atomic (checked in build()).
   QueuePairBuilder& max_rd_atomic(ReadAtomicDepth depth) noexcept;
+  /// Sets QueuePairSettings::max_dest_rd_atomic (checked in build()).
   QueuePairBuilder& max_dest_rd_atomic(ReadAtomicDepth depth) noexcept;
+  /// Sets QueuePairSettings::hop_limit.
   QueuePairBuilder& hop_limit(std::uint8_t hops) noexcept;
+  /// Sets QueuePairSettings::traffic_class.
   QueuePairBuilder& traffic_class(std::uint8_t traffic_class) noexcept;
+  /// Sets QueuePairSettings::service_level (0..15, checked in build()).
   QueuePairBuilder& service_level(std::uint8_t level) noexcept;
   /// All settings at once.
   QueuePairBuilder& settings(const QueuePairSettings& settings) noexcept;
@@ -112,6 +143,7 @@ class QueuePairBuilder {
   /// throws ibv::Error (state). build() rejects an SRQ of another device (invalid_argument).
   QueuePairBuilder& shared_receive_queue(SharedReceiveQueue srq) noexcept;
 
+  /// The settings as set so far (unset optionals are resolved only by build()).
   [[nodiscard]] const QueuePairSettings& settings() const noexcept { return settings_; }
 
   /// Checks the settings against the device, creates the QP and moves it to INIT. Throws
@@ -154,12 +186,14 @@ struct QueuePairCore {
 /// peer; handshake() with the peer's endpoint connects it. Move-only.
 class PreparedQueuePair {
  public:
+  /// Wraps what QueuePairBuilder::build() created (for the library and connection managers).
   explicit PreparedQueuePair(std::unique_ptr<detail::QueuePairCore> core) noexcept;
 
   /// This side's address for the peer: QPN, LID, GID (at the chosen index) and send PSN.
   [[nodiscard]] Endpoint endpoint() const;
   /// The GID index the QP uses.
   [[nodiscard]] std::uint32_t gid_index() const noexcept { return core_->gid_index; }
+  /// The settings with every optional resolved (port, GID index, MTU, PSN, ...).
   [[nodiscard]] const QueuePairSettings& settings() const noexcept { return core_->settings; }
 
   /// Posts receives before the QP is connected (verbs allows it from INIT), so that they are
@@ -197,6 +231,7 @@ namespace detail {
 template <typename Request>
 class Checked {
  public:
+  /// The request it refers to.
   [[nodiscard]] Request& request() const noexcept { return *request_; }
 
  private:
@@ -211,7 +246,9 @@ class Checked {
 template <typename Request>
 class CheckedList {
  public:
+  /// The requests it refers to, in posting order.
   [[nodiscard]] std::span<Request> requests() const noexcept { return requests_; }
+  /// How many requests.
   [[nodiscard]] std::size_t size() const noexcept { return requests_.size(); }
   /// `count` of the requests from `offset` on: a part of a checked list is checked.
   [[nodiscard]] CheckedList part(std::size_t offset, std::size_t count) const noexcept {
@@ -227,7 +264,9 @@ class CheckedList {
 /// What QueuePair::post() of a CheckedList did: the device took the first `posted` requests;
 /// when it rejected the next one, `error` is the verb's errno (else 0).
 struct ListPosted {
+  /// How many requests, from the first, the device took.
   std::size_t posted = 0;
+  /// The verb's errno for the request after them, or 0 when all were posted.
   int error = 0;
 };
 
@@ -240,6 +279,8 @@ struct ListPosted {
 /// Completions arrive in the CQs given at build time.
 class QueuePair {
  public:
+  /// Wraps a queue pair already in RTS, connected to `remote` (PreparedQueuePair::handshake(),
+  /// or a connection manager after PreparedQueuePair::release()).
   explicit QueuePair(std::unique_ptr<detail::QueuePairCore> core, const Endpoint& remote) noexcept;
 
   /// The checks of post_send() (see check()), then `request` as checked, for post().
@@ -302,24 +343,34 @@ class QueuePair {
   /// Posts several receives with one doorbell.
   void post_receive(std::span<ReceiveRequest> requests) const;
 
-  /// Conveniences for a single signaled request.
+  /// Posts one signaled send of `data` (SendRequest::send), checked as post_send(SendRequest&).
   void post_send(std::uint64_t wr_id, std::span<const GatherElement> data) const;
+  /// Posts one signaled RDMA write of `data` to `destination` (SendRequest::write), checked.
   void post_write(std::uint64_t wr_id, std::span<const GatherElement> data,
                   const RemoteMemoryRegion& destination) const;
+  /// Posts one signaled RDMA read of `source` into `into` (SendRequest::read), checked.
   void post_read(std::uint64_t wr_id, std::span<const ScatterElement> into,
                  const RemoteMemoryRegion& source) const;
+  /// Posts one receive into `into` (ReceiveRequest), checked as post_receive(ReceiveRequest&).
   void post_receive(std::uint64_t wr_id, std::span<const ScatterElement> into) const;
 
   /// The local QP number.
   [[nodiscard]] std::uint32_t qp_number() const noexcept { return core_->qp->qp_num; }
+  /// This side's endpoint, as PreparedQueuePair::endpoint() gave it.
   [[nodiscard]] Endpoint local_endpoint() const;
+  /// The peer's endpoint it is connected to.
   [[nodiscard]] const Endpoint& remote_endpoint() const noexcept { return remote_; }
+  /// The settings with every optional resolved.
   [[nodiscard]] const QueuePairSettings& settings() const noexcept { return core_->settings; }
   /// Inline bytes the device granted (at least what was asked).
   [[nodiscard]] std::uint32_t max_inline_data() const noexcept { return core_->max_inline_data; }
+  /// The GID index the QP uses.
   [[nodiscard]] std::uint32_t gid_index() const noexcept { return core_->gid_index; }
+  /// The protection domain the QP was created on.
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept { return core_->pd; }
+  /// The completion queue of its send-queue requests.
   [[nodiscard]] const CompletionQueue& send_cq() const noexcept { return core_->send_cq; }
+  /// The completion queue of its receives.
   [[nodiscard]] const CompletionQueue& recv_cq() const noexcept { return core_->recv_cq; }
   /// The shared receive queue the QP takes its receives from, or null when it has its own.
   [[nodiscard]] const SharedReceiveQueue* shared_receive_queue() const noexcept {
@@ -333,6 +384,8 @@ class QueuePair {
   /// The current state as the device reports it ("RTS", "ERR", ...), for diagnostics.
   [[nodiscard]] std::string query_state() const;
 
+  /// The libibverbs QP, for verbs this library does not wrap; it stays owned by this object
+  /// (do not destroy it, and keep its state RTS unless you mean to end the QP).
   [[nodiscard]] ibv_qp* native() const noexcept { return core_->qp.get(); }
 
   /// The checks post_send() makes, without posting: throws ibv::Error (invalid_argument) naming

@@ -17,6 +17,7 @@ class Psn {
   explicit Psn(std::uint32_t value);
   /// A random PSN (what verbs programs conventionally start with).
   [[nodiscard]] static Psn random();
+  /// The PSN, 0..0xFFFFFF.
   [[nodiscard]] constexpr std::uint32_t value() const noexcept { return value_; }
   friend bool operator==(Psn, Psn) noexcept = default;
 
@@ -40,7 +41,9 @@ class AckTimeout {
   /// 14: 4.096 us * 2^14, about 67 ms.
   [[nodiscard]] static constexpr AckTimeout default_value() noexcept { return AckTimeout(Raw{14}); }
 
+  /// The verbs value: 1..31, or 0 for infinite().
   [[nodiscard]] constexpr std::uint8_t exponent() const noexcept { return exponent_; }
+  /// Whether this is infinite() (exponent 0).
   [[nodiscard]] constexpr bool is_infinite() const noexcept { return exponent_ == 0; }
   /// The duration it stands for (zero for infinite()).
   [[nodiscard]] Duration duration() const noexcept;
@@ -64,7 +67,9 @@ class RetryCount {
  public:
   /// Throws ibv::Error (invalid_argument) above 7.
   explicit RetryCount(std::uint8_t count);
+  /// 6 (see the class comment for why not 7).
   [[nodiscard]] static constexpr RetryCount default_value() noexcept { return RetryCount(Raw{6}); }
+  /// The verbs value, 0..7.
   [[nodiscard]] constexpr std::uint8_t value() const noexcept { return count_; }
   friend constexpr bool operator==(RetryCount, RetryCount) noexcept = default;
 
@@ -83,11 +88,15 @@ class RnrRetryCount {
  public:
   /// Throws ibv::Error (invalid_argument) above 6; use infinite() to mean 7.
   explicit RnrRetryCount(std::uint8_t count);
+  /// Retry forever (verbs value 7): a peer that never posts a receive then hangs the sender.
   [[nodiscard]] static constexpr RnrRetryCount infinite() noexcept { return RnrRetryCount(Raw{7}); }
+  /// 6 retries.
   [[nodiscard]] static constexpr RnrRetryCount default_value() noexcept {
     return RnrRetryCount(Raw{6});
   }
+  /// The verbs value: 0..6, or 7 for infinite().
   [[nodiscard]] constexpr std::uint8_t value() const noexcept { return count_; }
+  /// Whether this is infinite() (verbs value 7).
   [[nodiscard]] constexpr bool is_infinite() const noexcept { return count_ == 7; }
   friend constexpr bool operator==(RnrRetryCount, RnrRetryCount) noexcept = default;
 
@@ -111,7 +120,9 @@ class RnrTimer {
   [[nodiscard]] static RnrTimer at_least(Duration duration);
   /// 16: 2.56 ms; with the default 6 RNR retries a missing receive fails in about 15 ms.
   [[nodiscard]] static constexpr RnrTimer default_value() noexcept { return RnrTimer(Raw{16}); }
+  /// The verbs code, 0..31 (an index into the specification's table, not a duration).
   [[nodiscard]] constexpr std::uint8_t code() const noexcept { return code_; }
+  /// The time the code stands for (0.01 ms .. 655.36 ms).
   [[nodiscard]] Duration duration() const noexcept;
   friend constexpr bool operator==(RnrTimer, RnrTimer) noexcept = default;
 
@@ -129,6 +140,7 @@ class QueueDepth {
  public:
   /// Throws ibv::Error (invalid_argument) for 0 or above 2^31 - 1.
   explicit QueueDepth(std::uint32_t entries);
+  /// The number of entries, at least 1.
   [[nodiscard]] constexpr std::uint32_t value() const noexcept { return entries_; }
   friend bool operator==(QueueDepth, QueueDepth) noexcept = default;
 
@@ -142,6 +154,7 @@ class SgeCount {
  public:
   /// Throws ibv::Error (invalid_argument) for 0 or above 2^31 - 1.
   explicit SgeCount(std::uint32_t count);
+  /// The number of elements, at least 1.
   [[nodiscard]] constexpr std::uint32_t value() const noexcept { return count_; }
   friend bool operator==(SgeCount, SgeCount) noexcept = default;
 
@@ -151,7 +164,7 @@ class SgeCount {
 
 /// Most bytes a send may carry inline (copied into the work request instead of read by DMA).
 /// The device may grant more than asked; building fails if it cannot grant this much. Unset in
-/// QueuePairSettings: the library asks for kDefaultInlineSize, and less if the device refuses
+/// QueuePairSettings: the library asks for InlineSize::kDefault, and less if the device refuses
 /// (see QueuePairSettings::max_inline_data).
 class InlineSize {
  public:
@@ -161,6 +174,7 @@ class InlineSize {
 
   /// Throws ibv::Error (invalid_argument) above 64 KiB, more than any device inlines.
   explicit InlineSize(std::uint32_t bytes);
+  /// The number of bytes, 0..65536.
   [[nodiscard]] constexpr std::uint32_t value() const noexcept { return bytes_; }
   friend bool operator==(InlineSize, InlineSize) noexcept = default;
 
@@ -174,6 +188,7 @@ class ReadAtomicDepth {
  public:
   /// Throws ibv::Error (invalid_argument) for 0.
   explicit ReadAtomicDepth(std::uint8_t depth);
+  /// The depth, 1..255.
   [[nodiscard]] constexpr std::uint8_t value() const noexcept { return depth_; }
   friend bool operator==(ReadAtomicDepth, ReadAtomicDepth) noexcept = default;
 
