@@ -39,6 +39,7 @@ class ScopeWork;
 /// handles: none is lost, none is delivered twice.
 class [[nodiscard]] PendingWork {
  public:
+  /// Takes `other`'s request; `other` is left empty (its destructor then waits for nothing).
   PendingWork(PendingWork&& other) noexcept;
   /// Settles this handle's own request first (as the destructor does), then takes `other`'s.
   PendingWork& operator=(PendingWork&& other) noexcept;

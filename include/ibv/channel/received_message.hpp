@@ -28,7 +28,9 @@ class ReceivedMessage {
   /// Takes buffer `completion.wr_id()` of `pool`, which `completion` (from a queue pair that
   /// receives from `pool`) says a message landed in.
   ReceivedMessage(const SharedReceivePool& pool, const WorkCompletion& completion) noexcept;
+  /// Takes `other`'s buffer; `other` is left empty.
   ReceivedMessage(ReceivedMessage&& other) noexcept;
+  /// Releases this message's buffer (as release()), then takes `other`'s.
   ReceivedMessage& operator=(ReceivedMessage&& other) noexcept;
   ReceivedMessage(const ReceivedMessage&) = delete;
   ReceivedMessage& operator=(const ReceivedMessage&) = delete;

@@ -38,6 +38,7 @@ class SharedReceivePool {
 
   /// The shared receive queue (for arm_limit(), or to build queue pairs on directly).
   [[nodiscard]] const SharedReceiveQueue& queue() const noexcept;
+  /// How many buffers (and receives) the pool has.
   [[nodiscard]] std::uint32_t buffer_count() const noexcept;
   /// Bytes per buffer: the longest message the pool can take. A longer one fails the receive
   /// (local_length_error; rxe reports local_qp_operation_error) and the peer's send, and

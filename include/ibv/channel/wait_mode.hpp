@@ -37,14 +37,18 @@ enum class WaitStrategy : std::uint8_t {
 /// deadline (ibv::Error, timeout) whatever the mode. Set with ChannelBuilder::wait_mode (or
 /// the MultiChannelBuilder's / NodeBuilder's). The default spins, as channels always did.
 struct WaitMode {
+  /// Spin, block, or spin then block.
   WaitStrategy strategy = WaitStrategy::spin;
   /// For spin_then_block: how long to spin before sleeping (positive). Ignored otherwise.
   Duration spin_for{};
 
+  /// Poll the completion queue until the deadline: the lowest latency, one core busy.
   [[nodiscard]] static constexpr WaitMode spin() noexcept { return {}; }
+  /// Sleep on the completion channel until a completion or the deadline.
   [[nodiscard]] static constexpr WaitMode block() noexcept {
     return {.strategy = WaitStrategy::block, .spin_for = {}};
   }
+  /// Spin for `spin_for` (positive), then sleep as block().
   [[nodiscard]] static constexpr WaitMode spin_then_block(Duration spin_for) noexcept {
     return {.strategy = WaitStrategy::spin_then_block, .spin_for = spin_for};
   }

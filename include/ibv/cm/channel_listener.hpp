@@ -28,9 +28,14 @@ namespace ibv {
 /// listener stops listening (clients then see "no listener"); accepted channels live on.
 class ChannelListener {
  public:
+  /// Listens on `address` and `port` (checks and errors: see the class comment); `options`
+  /// apply to every accepted channel, `backlog` bounds the connection requests not yet
+  /// accepted.
   ChannelListener(std::string_view address, std::uint16_t port, ConnectOptions options = {},
                   int backlog = 16);
+  /// Takes over the listener; the moved-from object listens no more.
   ChannelListener(ChannelListener&&) noexcept;
+  /// Stops this listener (as the destructor), then takes over the other.
   ChannelListener& operator=(ChannelListener&&) noexcept;
   ChannelListener(const ChannelListener&) = delete;
   ChannelListener& operator=(const ChannelListener&) = delete;

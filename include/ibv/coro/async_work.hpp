@@ -42,6 +42,7 @@ class [[nodiscard]] AsyncWork {
   /// `work` (the request is then settled as a dropped PendingWork).
   explicit AsyncWork(PendingWork work, std::optional<Duration> timeout = {},
                      const char* operation = "ibv::AsyncWork");
+  /// Takes `other`'s request (allowed only before it is awaited).
   AsyncWork(AsyncWork&& other) noexcept;
   AsyncWork& operator=(AsyncWork&&) = delete;
   AsyncWork(const AsyncWork&) = delete;

@@ -122,6 +122,7 @@ class EventLoop {
   /// the waiter is destroyed before that), also after it was found ready but before it
   /// resumed. Throws ibv::Error (state) when the loop sleeps and the waiter has no fd.
   void watch(void* waiter, const detail::WaiterOps& ops, std::coroutine_handle<> coroutine);
+  /// Forgets `waiter` (see watch()); nothing if it is not watched.
   void unwatch(const void* waiter) noexcept;
 
  private:

@@ -129,15 +129,21 @@ concept TaskPromise = std::is_base_of_v<TaskPromiseBase, Promise>;
 template <typename T = void>
 class [[nodiscard]] Task {
  public:
+  /// The coroutine's promise (C++20 coroutine machinery: not for direct use).
   struct promise_type : detail::TaskPromiseResult<T> {
+    /// The Task that owns the new coroutine.
     Task get_return_object() noexcept {
       return Task(std::coroutine_handle<promise_type>::from_promise(*this));
     }
   };
+  /// The coroutine handle type.
   using Handle = std::coroutine_handle<promise_type>;
 
+  /// A task without a coroutine (valid() is false).
   Task() noexcept = default;
+  /// Takes `other`'s coroutine; `other` is left without one.
   Task(Task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+  /// Destroys this task's coroutine, if any, then takes `other`'s.
   Task& operator=(Task&& other) noexcept {
     if (this != &other) {
       reset();
@@ -158,7 +164,9 @@ class [[nodiscard]] Task {
   /// value, or rethrows its exception, when it finishes. Await each task once.
   class Awaiter {
    public:
+    /// Awaits the coroutine `handle` (operator co_await makes it).
     explicit Awaiter(Handle handle) noexcept : handle_(handle) {}
+    /// True when there is nothing to run: no coroutine, or one that has finished.
     [[nodiscard]] bool await_ready() const noexcept { return !handle_ || handle_.done(); }
     /// Runs the task here until it first suspends or finishes. Finished (the common case for
     /// a task whose requests complete inside the post): returns false, so the awaiter goes on
@@ -175,6 +183,7 @@ class [[nodiscard]] Task {
       handle_.resume();
       return !promise.end_start();
     }
+    /// The task's value, or its exception rethrown; ibv::Error (state) for a moved-from task.
     T await_resume() {
       if (!handle_) throw Error(ErrorKind::state, "ibv::Task", EINVAL, "awaited a moved-from task");
       return handle_.promise().take_result();
@@ -183,7 +192,9 @@ class [[nodiscard]] Task {
    private:
     Handle handle_;
   };
+  /// `co_await std::move(task)` or `co_await make_task()`: see Awaiter.
   Awaiter operator co_await() && noexcept { return Awaiter(handle_); }
+  /// `co_await task`: the same; the Task still owns the coroutine.
   Awaiter operator co_await() & noexcept { return Awaiter(handle_); }
 
   /// The coroutine (for EventLoop); the Task still owns it.

@@ -46,7 +46,10 @@ class MultiChannelBuilder {
 
   /// What every per-peer channel is built with (see ChannelBuilder; all at once).
   MultiChannelBuilder& settings(const ChannelSettings& settings);
+  /// The queue pair settings of every channel (ChannelSettings::queue_pair).
   MultiChannelBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
+  /// The timeouts of every channel (ChannelSettings::timeouts); `operation` is also the
+  /// default timeout of the MultiChannel's blocking and batch calls.
   MultiChannelBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
   /// Entries of each channel's completion queue (ChannelSettings::completion_queue_size).
   MultiChannelBuilder& completion_queue_size(int entries) noexcept;
@@ -63,11 +66,15 @@ class MultiChannelBuilder {
   /// Every channel takes its receives from `pool` (ChannelSettings::shared_receive_pool).
   MultiChannelBuilder& shared_receive_pool(SharedReceivePool pool) noexcept;
 
+  /// This rank, below world_size().
   [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+  /// The number of ranks, this one included.
   [[nodiscard]] std::uint32_t world_size() const noexcept { return world_size_; }
+  /// The protection domain every channel will be built on.
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept {
     return channel_.protection_domain();
   }
+  /// What every per-peer channel will be built with.
   [[nodiscard]] const ChannelSettings& settings() const noexcept { return channel_.settings(); }
 
   /// Creates world_size - 1 channels' queue pairs and completion queues. Throws ibv::Error
@@ -84,11 +91,15 @@ class MultiChannelBuilder {
 /// The queue pairs of a MultiChannel, made but not connected.
 class PreparedMultiChannel {
  public:
+  /// `channels[p]` will connect to peer p; empty exactly at `rank` (what
+  /// MultiChannelBuilder::build() makes).
   PreparedMultiChannel(ProtectionDomain pd, std::uint32_t rank,
                        std::vector<std::optional<PreparedChannel>> channels,
                        ChannelTimeouts timeouts);
 
+  /// This rank.
   [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+  /// The number of ranks, this one included.
   [[nodiscard]] std::uint32_t world_size() const noexcept {
     return static_cast<std::uint32_t>(channels_.size());
   }
@@ -138,6 +149,7 @@ class PreparedMultiChannel {
 /// that a busy peer does not starve the others (each peer's own messages in arrival order).
 class MultiChannel {
  public:
+  /// A blocking call's timeout: unset means timeouts().operation; a set one must be positive.
   using Timeout = Channel::Timeout;
 
   /// `channels[p]` connects to peer p; empty exactly at `rank`. All on `pd`, all with
@@ -145,7 +157,9 @@ class MultiChannel {
   MultiChannel(ProtectionDomain pd, std::uint32_t rank,
                std::vector<std::optional<Channel>> channels, ChannelTimeouts timeouts);
 
+  /// This rank.
   [[nodiscard]] std::uint32_t rank() const noexcept { return rank_; }
+  /// The number of ranks, this one included.
   [[nodiscard]] std::uint32_t world_size() const noexcept {
     return static_cast<std::uint32_t>(channels_.size());
   }
@@ -154,6 +168,7 @@ class MultiChannel {
   /// The channel to `peer`, for anything not covered here. Throws ibv::Error (invalid_argument)
   /// when `peer` is this rank or not below the world size.
   [[nodiscard]] Channel& channel(std::uint32_t peer);
+  /// The channel to `peer`, read-only; throws as channel(peer).
   [[nodiscard]] const Channel& channel(std::uint32_t peer) const;
   /// The peer whose channel produced `completion` (by its QP number), or nullopt.
   [[nodiscard]] std::optional<std::uint32_t> peer_of(const WorkCompletion& completion) const;
@@ -199,17 +214,23 @@ class MultiChannel {
   }
 
   // Blocking, one peer, by name.
+  /// Channel::send on `peer`'s channel.
   WorkCompletion send(std::uint32_t peer, std::span<const GatherElement> data,
                       Timeout timeout = {});
+  /// Channel::send_with_immediate on `peer`'s channel.
   WorkCompletion send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
                                      std::uint32_t immediate, Timeout timeout = {});
+  /// Channel::receive on `peer`'s channel: the next message from `peer`.
   WorkCompletion receive(std::uint32_t peer, std::span<const ScatterElement> into,
                          Timeout timeout = {});
+  /// Channel::write to `peer`; `destination` must be `peer`'s (invalid_argument otherwise).
   WorkCompletion write(std::uint32_t peer, std::span<const GatherElement> data,
                        const PeerRemoteMemoryRegion& destination, Timeout timeout = {});
+  /// Channel::write_with_immediate to `peer`; `destination` must be `peer`'s.
   WorkCompletion write_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
                                       const PeerRemoteMemoryRegion& destination,
                                       std::uint32_t immediate, Timeout timeout = {});
+  /// Channel::read from `peer`; `source` must be `peer`'s.
   WorkCompletion read(std::uint32_t peer, std::span<const ScatterElement> into,
                       const PeerRemoteMemoryRegion& source, Timeout timeout = {});
   /// Atomics on `peer`'s word at the start of `target` (which must belong to `peer`): see
@@ -217,16 +238,22 @@ class MultiChannel {
   WorkCompletion fetch_add(std::uint32_t peer, const ScatterElement& result,
                            const PeerRemoteMemoryRegion& target, std::uint64_t add,
                            Timeout timeout = {});
+  /// Channel::compare_swap on `peer`'s word; `target` must be `peer`'s.
   WorkCompletion compare_swap(std::uint32_t peer, const ScatterElement& result,
                               const PeerRemoteMemoryRegion& target, std::uint64_t expected,
                               std::uint64_t desired, Timeout timeout = {});
 
   // Blocking, several peers: the completions in input order.
+  /// One send per element, each to its peer; waits for all (one timeout for the batch) and
+  /// returns their completions in input order. Every element is checked before any is posted.
   std::vector<WorkCompletion> scatter_send(std::span<const PeerSend> sends, Timeout timeout = {});
+  /// One receive per element, from its peer; as scatter_send().
   std::vector<WorkCompletion> gather_receive(std::span<const PeerReceive> receives,
                                              Timeout timeout = {});
+  /// One RDMA write per element, to its peer's region; as scatter_send().
   std::vector<WorkCompletion> scatter_write(std::span<const PeerWrite> writes,
                                             Timeout timeout = {});
+  /// One RDMA read per element, from its peer's region; as scatter_send().
   std::vector<WorkCompletion> gather_read(std::span<const PeerRead> reads, Timeout timeout = {});
   /// Sends the same `data` to every rank of `peers` (no rank twice).
   std::vector<WorkCompletion> multicast_send(std::span<const std::uint32_t> peers,
@@ -234,33 +261,46 @@ class MultiChannel {
                                              Timeout timeout = {});
 
   // Unpolled, one peer, by name.
+  /// send() unpolled (Channel::post_send on `peer`'s channel).
   PendingWork post_send(std::uint32_t peer, std::span<const GatherElement> data,
                         PostOptions options = {});
+  /// send_with_immediate() unpolled.
   PendingWork post_send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
                                        std::uint32_t immediate, PostOptions options = {});
+  /// receive() unpolled.
   PendingWork post_receive(std::uint32_t peer, std::span<const ScatterElement> into);
+  /// write() unpolled; `destination` must be `peer`'s.
   PendingWork post_write(std::uint32_t peer, std::span<const GatherElement> data,
                          const PeerRemoteMemoryRegion& destination, PostOptions options = {});
+  /// write_with_immediate() unpolled; `destination` must be `peer`'s.
   PendingWork post_write_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
                                         const PeerRemoteMemoryRegion& destination,
                                         std::uint32_t immediate, PostOptions options = {});
+  /// read() unpolled; `source` must be `peer`'s.
   PendingWork post_read(std::uint32_t peer, std::span<const ScatterElement> into,
                         const PeerRemoteMemoryRegion& source, PostOptions options = {});
+  /// fetch_add() unpolled; `result` holds the old value once the handle completes.
   PendingWork post_fetch_add(std::uint32_t peer, const ScatterElement& result,
                              const PeerRemoteMemoryRegion& target, std::uint64_t add,
                              PostOptions options = {});
+  /// compare_swap() unpolled, as post_fetch_add().
   PendingWork post_compare_swap(std::uint32_t peer, const ScatterElement& result,
                                 const PeerRemoteMemoryRegion& target, std::uint64_t expected,
                                 std::uint64_t desired, PostOptions options = {});
 
   // Unpolled, several peers: one handle per element, in input order.
+  /// scatter_send() unpolled: one handle per element, in input order; all are checked first.
   [[nodiscard]] std::vector<PendingWork> post_scatter_send(std::span<const PeerSend> sends,
                                                            PostOptions options = {});
+  /// gather_receive() unpolled, as post_scatter_send().
   [[nodiscard]] std::vector<PendingWork> post_gather_receive(std::span<const PeerReceive> receives);
+  /// scatter_write() unpolled, as post_scatter_send().
   [[nodiscard]] std::vector<PendingWork> post_scatter_write(std::span<const PeerWrite> writes,
                                                             PostOptions options = {});
+  /// gather_read() unpolled, as post_scatter_send().
   [[nodiscard]] std::vector<PendingWork> post_gather_read(std::span<const PeerRead> reads,
                                                           PostOptions options = {});
+  /// multicast_send() unpolled: one handle per rank of `peers`, in that order.
   [[nodiscard]] std::vector<PendingWork> post_multicast_send(std::span<const std::uint32_t> peers,
                                                              std::span<const GatherElement> data,
                                                              PostOptions options = {});

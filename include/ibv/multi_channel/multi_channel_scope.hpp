@@ -107,6 +107,7 @@ class MultiScopeBase {
 /// naming the peer of each.
 class MultiChannelScope : public detail::MultiScopeBase {
  public:
+  /// A scope over `channels` (made by MultiChannel::scope(), which also finishes it).
   explicit MultiChannelScope(MultiChannel& channels) noexcept : MultiScopeBase(channels) {}
   MultiChannelScope(const MultiChannelScope&) = delete;
   MultiChannelScope& operator=(const MultiChannelScope&) = delete;
@@ -128,6 +129,7 @@ class MultiChannelScope : public detail::MultiScopeBase {
 /// close(), it waits the same way and reports the bug on stderr.
 class MultiManualScope : public detail::MultiScopeBase {
  public:
+  /// A scope over `channels` (what MultiChannel::manual_scope() gives).
   explicit MultiManualScope(MultiChannel& channels) noexcept : MultiScopeBase(channels) {}
   MultiManualScope(const MultiManualScope&) = delete;
   MultiManualScope& operator=(const MultiManualScope&) = delete;

@@ -16,6 +16,7 @@ namespace ibv {
 /// whatever that peer has at the same address. Sub-regions keep the tag.
 class PeerRemoteMemoryRegion {
  public:
+  /// Tags `region` as `peer`'s (unchecked: the rank the region came from is the caller's).
   PeerRemoteMemoryRegion(std::uint32_t peer, RemoteMemoryRegion region) noexcept
       : peer_(peer), region_(region) {}
 
@@ -23,6 +24,7 @@ class PeerRemoteMemoryRegion {
   [[nodiscard]] std::uint32_t peer() const noexcept { return peer_; }
   /// The region itself (address, length, rkey on the peer).
   [[nodiscard]] const RemoteMemoryRegion& region() const noexcept { return region_; }
+  /// The region's length in bytes.
   [[nodiscard]] std::uint64_t length() const noexcept { return region_.length(); }
 
   /// See RemoteMemoryRegion: the same checked arithmetic, the same peer.
@@ -30,13 +32,16 @@ class PeerRemoteMemoryRegion {
                                                   std::uint64_t length) const {
     return {peer_, region_.sub_region(offset, length)};
   }
+  /// RemoteMemoryRegion::sub_region_from, tagged with the same peer.
   [[nodiscard]] PeerRemoteMemoryRegion sub_region_from(std::uint64_t offset) const {
     return {peer_, region_.sub_region_from(offset)};
   }
+  /// RemoteMemoryRegion::element, tagged with the same peer.
   template <typename T>
   [[nodiscard]] PeerRemoteMemoryRegion element(std::uint64_t index) const {
     return {peer_, region_.element<T>(index)};
   }
+  /// RemoteMemoryRegion::field, tagged with the same peer.
   template <typename S, typename F>
   [[nodiscard]] PeerRemoteMemoryRegion field(F S::*member) const {
     return {peer_, region_.field(member)};
