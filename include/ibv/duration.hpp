@@ -23,6 +23,8 @@ class Duration : public std::chrono::nanoseconds {
                                                      1'000'000'000};
 
   constexpr Duration() noexcept = default;
+  /// Any std::chrono duration (implicit: `100ms` reads as a Duration), saturated at
+  /// kLongest and at -kLongest instead of overflowing (a NaN gives zero).
   template <typename Rep, typename Period>
   requires std::is_arithmetic_v<Rep>
   constexpr Duration(std::chrono::duration<Rep, Period> length) noexcept  // NOLINT: implicit

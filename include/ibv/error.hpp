@@ -50,6 +50,7 @@ class Error : public std::system_error {
   Error(ErrorKind kind, std::string_view operation, int errno_value, std::string_view detail,
         std::string_view hint = {});
 
+  /// What kind of failure it is, to decide on in code (retry, give up, fix the input).
   [[nodiscard]] ErrorKind kind() const noexcept { return kind_; }
   /// The verb or library function that failed.
   [[nodiscard]] const std::string& operation() const noexcept { return operation_; }
@@ -82,11 +83,17 @@ class Error : public std::system_error {
 /// kind and errno are the ones listed on WorkStatus.
 class WorkError : public Error {
  public:
+  /// The error for failed `completion`, its kind and errno by the status; `context` is the
+  /// operation() that what() names (default "work request").
   explicit WorkError(const WorkCompletion& completion, std::string_view context = {});
 
+  /// The failed completion.
   [[nodiscard]] const WorkCompletion& completion() const noexcept { return completion_; }
+  /// The completion's status.
   [[nodiscard]] WorkStatus status() const noexcept { return completion_.status(); }
+  /// The device's own error code for it (vendor-specific; 0 when it gave none).
   [[nodiscard]] std::uint32_t vendor_error() const noexcept { return completion_.vendor_error(); }
+  /// The wr_id of the failed request.
   [[nodiscard]] std::uint64_t wr_id() const noexcept { return completion_.wr_id(); }
 
  private:
@@ -107,6 +114,7 @@ class BatchError : public Error {
 
   /// Whether the body threw (its exception is body_exception()).
   [[nodiscard]] bool body_failed() const noexcept { return body_error_ != nullptr; }
+  /// The body's exception, or null when it did not throw.
   [[nodiscard]] std::exception_ptr body_exception() const noexcept { return body_error_; }
   /// Completions drained at the exit that failed, in the order they were posted.
   [[nodiscard]] const std::vector<WorkCompletion>& failed_completions() const noexcept {

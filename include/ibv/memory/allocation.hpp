@@ -23,6 +23,7 @@ enum class PageKind {
 /// How to allocate. The defaults give page-aligned, zeroed memory in normal pages on whatever
 /// NUMA node the kernel chooses (first touch).
 struct AllocationOptions {
+  /// Normal pages, huge pages (hugetlbfs, reserved), or transparent huge pages.
   PageKind pages = PageKind::normal;
   /// For PageKind::huge: the huge page size in bytes (e.g. 2 MiB, 1 GiB); 0 = the system's
   /// default huge page size (Hugepagesize in /proc/meminfo). Ignored for the other kinds.
@@ -71,7 +72,9 @@ class Allocation {
   /// Allocates at least `size` bytes as `options` say.
   explicit Allocation(std::size_t size, const AllocationOptions& options = {});
 
+  /// Takes `other`'s memory; `other` is left empty.
   Allocation(Allocation&& other) noexcept;
+  /// Frees this object's memory, then takes `other`'s.
   Allocation& operator=(Allocation&& other) noexcept;
   Allocation(const Allocation&) = delete;
   Allocation& operator=(const Allocation&) = delete;
@@ -79,6 +82,7 @@ class Allocation {
 
   /// The memory (empty for a moved-from Allocation).
   [[nodiscard]] std::span<std::byte> bytes() const noexcept { return {data_, size_}; }
+  /// The start of the memory, page-aligned (null for a moved-from Allocation).
   [[nodiscard]] std::byte* data() const noexcept { return data_; }
   /// The size mapped: the size asked for, rounded up to page_size().
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
@@ -86,6 +90,7 @@ class Allocation {
   [[nodiscard]] std::size_t requested_size() const noexcept { return requested_size_; }
   /// The page size the size was rounded to (the huge page size for huge pages).
   [[nodiscard]] std::size_t page_size() const noexcept { return page_size_; }
+  /// The kind of pages it was allocated with.
   [[nodiscard]] PageKind pages() const noexcept { return pages_; }
   /// The node the memory is bound to, nullopt when unbound.
   [[nodiscard]] std::optional<int> numa_node() const noexcept { return numa_node_; }

@@ -43,7 +43,9 @@ struct BufferPoolOptions {
 /// Keep the handle while a work request uses its buffer (e.g. alongside the PendingWork).
 class PooledBuffer {
  public:
+  /// Takes `other`'s buffer; `other` is left empty.
   PooledBuffer(PooledBuffer&& other) noexcept;
+  /// Releases this handle's buffer to its pool, then takes `other`'s.
   PooledBuffer& operator=(PooledBuffer&& other) noexcept;
   PooledBuffer(const PooledBuffer&) = delete;
   PooledBuffer& operator=(const PooledBuffer&) = delete;
@@ -106,7 +108,9 @@ class BufferPool {
   BufferPool(const ProtectionDomain& pd, std::size_t buffer_size, std::size_t count,
              const BufferPoolOptions& options = {});
 
+  /// Takes `other`'s share of the pool; `other` is left empty.
   BufferPool(BufferPool&& other) noexcept;
+  /// Drops this object's share (as the destructor), then takes `other`'s.
   BufferPool& operator=(BufferPool&& other) noexcept;
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
@@ -119,6 +123,7 @@ class BufferPool {
   /// A free buffer, or nullopt when all are in use.
   [[nodiscard]] std::optional<PooledBuffer> try_acquire() noexcept;
 
+  /// Usable bytes per buffer, as asked for.
   [[nodiscard]] std::size_t buffer_size() const noexcept;
   /// Distance between the starts of two buffers (buffer_size rounded up to the alignment).
   [[nodiscard]] std::size_t stride() const noexcept;

@@ -26,6 +26,7 @@ struct DeviceNumaNode {
   std::string source;       ///< The sysfs file the node was read from (empty when unknown).
   std::string reason;       ///< Why the node is unknown (empty when known).
 
+  /// Whether the node is known.
   [[nodiscard]] bool known() const noexcept { return node.has_value(); }
   /// "rxe0: NUMA node 0 (from /sys/class/net/eth0/device/numa_node)" or
   /// "rxe0: NUMA node unknown: <reason>".
@@ -40,7 +41,7 @@ struct DeviceNumaNode {
 
 /// What pin_thread_to_node() did: the node, and the CPUs the thread may run on now.
 struct ThreadPlacement {
-  int node = 0;
+  int node = 0;  ///< The NUMA node the thread is pinned to.
   std::vector<int> cpus;  ///< Read back with sched_getaffinity, ascending.
   /// "thread pinned to NUMA node 0: CPUs 0-3,8".
   [[nodiscard]] std::string to_string() const;
@@ -56,6 +57,7 @@ ThreadPlacement pin_thread_to_node(int node);
 
 /// What pin_thread_to_device() did, for the caller to log.
 struct DevicePlacement {
+  /// The device's node, as device_numa_node() found it.
   DeviceNumaNode device;
   /// Set when the thread was pinned; nullopt when the device's node is unknown (nothing done).
   std::optional<ThreadPlacement> thread;

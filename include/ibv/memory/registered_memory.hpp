@@ -37,6 +37,7 @@ class RegisteredMemory {
   /// ownership of it.
   RegisteredMemory(const ProtectionDomain& pd, Allocation allocation, RemoteAccess access);
 
+  /// Takes over the memory and its registration.
   RegisteredMemory(RegisteredMemory&&) noexcept = default;
   /// Deregisters and frees this object's memory (in that order), then takes `other`'s.
   RegisteredMemory& operator=(RegisteredMemory&& other) noexcept;
@@ -46,7 +47,9 @@ class RegisteredMemory {
 
   /// All of the memory (the size asked for, rounded up to the page size).
   [[nodiscard]] std::span<std::byte> bytes() const noexcept { return allocation_.bytes(); }
+  /// bytes().size().
   [[nodiscard]] std::size_t size() const noexcept { return allocation_.size(); }
+  /// The allocation, for its page kind, page size and NUMA node.
   [[nodiscard]] const Allocation& allocation() const noexcept { return allocation_; }
   /// The registration: gather() / scatter() / remote() as for any MemoryRegion.
   [[nodiscard]] const MemoryRegion& region() const noexcept { return region_; }

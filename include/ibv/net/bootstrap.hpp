@@ -67,10 +67,15 @@ class Bootstrap {
   }
 
  protected:
+  /// For the implementations: a Bootstrap has no state of its own.
   Bootstrap() = default;
+  /// Copies and moves, for implementations that allow them (Bootstrap has nothing to copy).
   Bootstrap(const Bootstrap&) = default;
+  /// See Bootstrap(const Bootstrap&).
   Bootstrap(Bootstrap&&) noexcept = default;
+  /// See Bootstrap(const Bootstrap&).
   Bootstrap& operator=(const Bootstrap&) = default;
+  /// See Bootstrap(const Bootstrap&).
   Bootstrap& operator=(Bootstrap&&) noexcept = default;
 
   /// Throws the protocol error of an entry from `sender` that does not decode.

@@ -75,7 +75,10 @@ class NodeBuilder {
   /// What every per-peer channel is built with (ChannelSettings, see ChannelBuilder), all at
   /// once; the named setters below set one field each.
   NodeBuilder& settings(const ChannelSettings& settings);
+  /// The queue pair settings of every channel (ChannelSettings::queue_pair).
   NodeBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
+  /// The timeouts of every channel (ChannelSettings::timeouts); `operation` is also the
+  /// default timeout of the Node's blocking and batch calls.
   NodeBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
   /// Entries of each channel's completion queue (ChannelSettings::completion_queue_size).
   NodeBuilder& completion_queue_size(int entries) noexcept;
@@ -90,6 +93,7 @@ class NodeBuilder {
   /// Every channel takes its receives from `pool` (ChannelSettings::shared_receive_pool).
   NodeBuilder& shared_receive_pool(SharedReceivePool pool) noexcept;
 
+  /// What every per-peer channel will be built with.
   [[nodiscard]] const ChannelSettings& settings() const noexcept { return channels_.settings(); }
 
   /// Makes the queue pairs and registers the barrier slots.
@@ -104,13 +108,18 @@ class NodeBuilder {
 /// A Node whose queue pairs exist but are not connected. Move-only.
 class PreparedNode {
  public:
+  /// Takes over the queue pairs and barrier slots; the moved-from object may only be
+  /// destroyed or assigned to.
   PreparedNode(PreparedNode&&) noexcept;
+  /// Releases this object's queue pairs and takes over `other`'s.
   PreparedNode& operator=(PreparedNode&&) noexcept;
   PreparedNode(const PreparedNode&) = delete;
   PreparedNode& operator=(const PreparedNode&) = delete;
   ~PreparedNode();
 
+  /// This rank.
   [[nodiscard]] std::uint32_t rank() const noexcept { return channels_.rank(); }
+  /// The number of ranks, this one included.
   [[nodiscard]] std::uint32_t world_size() const noexcept { return channels_.world_size(); }
   /// What every other rank needs from this one, all at once.
   [[nodiscard]] NodeEndpoint endpoint() const;
@@ -146,7 +155,10 @@ class PreparedNode {
 /// thread-safe.
 class Node : public MultiChannel {
  public:
+  /// Takes over the channels and the barrier; the moved-from Node may only be destroyed or
+  /// assigned to.
   Node(Node&&) noexcept;
+  /// Releases this Node's channels and barrier and takes over `other`'s.
   Node& operator=(Node&&) noexcept;
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -164,6 +176,7 @@ class Node : public MultiChannel {
 
   /// The default algorithm and timeout of barrier().
   [[nodiscard]] BarrierAlgorithm barrier_algorithm() const noexcept { return algorithm_; }
+  /// The default timeout of barrier().
   [[nodiscard]] Duration barrier_timeout() const noexcept { return timeout_; }
   /// Whether an earlier barrier failed, so that every barrier now throws.
   [[nodiscard]] bool barrier_poisoned() const noexcept;

@@ -36,6 +36,7 @@ struct PeerEndpoint {
   Endpoint queue_pair;           ///< The sender's queue pair for the receiving peer.
   RemoteMemoryRegion barrier;    ///< The sender's barrier slots.
 
+  /// The binary form: kWireSize bytes.
   [[nodiscard]] std::vector<std::byte> to_bytes() const;
   /// Parses to_bytes(). Throws ibv::Error (invalid_argument) naming what is wrong: another
   /// size, an unknown version, non-zero reserved bytes, a rank not below the world size, an
@@ -45,6 +46,9 @@ struct PeerEndpoint {
   friend bool operator==(const PeerEndpoint&, const PeerEndpoint&) = default;
 };
 
+/// What one rank of a Node sends every other rank at once (PreparedNode::endpoint()): its
+/// rank, world size and barrier slots, and a queue pair endpoint for each peer. An all-gather
+/// of these connects the whole world; for_peer() cuts out the PeerEndpoint one peer needs.
 struct NodeEndpoint {
   /// Version byte that starts the binary form.
   static constexpr std::uint8_t kWireVersion = 1;
@@ -61,6 +65,7 @@ struct NodeEndpoint {
   /// The rank's barrier slots (remote-writable, an array of 64-bit counters).
   RemoteMemoryRegion barrier;
 
+  /// The binary form: kHeaderSize bytes, then world_size endpoints.
   [[nodiscard]] std::vector<std::byte> to_bytes() const;
   /// Parses to_bytes(). Throws ibv::Error (invalid_argument) naming what is wrong: a size that
   /// does not match the world size, an unknown version, non-zero reserved bytes, a rank not

@@ -60,6 +60,7 @@ class PmixBootstrap final : public Bootstrap {
   PmixBootstrap& operator=(const PmixBootstrap&) = delete;
   /// Takes over the PMIx session; `other` may then only be destroyed or assigned to.
   PmixBootstrap(PmixBootstrap&& other) noexcept;
+  /// Finalizes this object's session (if any), then takes over `other`'s.
   PmixBootstrap& operator=(PmixBootstrap&& other) noexcept;
   /// PMIx_Finalize.
   ~PmixBootstrap() override;

@@ -20,7 +20,9 @@ namespace ibv::net {
 
 /// Where a rendezvous root listens: a host name or numeric address, and a port.
 struct RootAddress {
+  /// A host name, or an IPv4 or IPv6 address (without brackets).
   std::string host;
+  /// The TCP port, 1..65535.
   std::uint16_t port = 0;
 
   /// Parses "host:port", "10.0.0.1:18515" or "[fe80::1]:18515". Throws ibv::Error
@@ -90,6 +92,7 @@ class Rendezvous final : public Bootstrap {
   Rendezvous& operator=(const Rendezvous&) = delete;
   /// Takes over the connections; `other` may then only be destroyed or assigned to.
   Rendezvous(Rendezvous&& other) noexcept;
+  /// Closes this object's connections and takes over `other`'s.
   Rendezvous& operator=(Rendezvous&& other) noexcept;
   /// Closes every connection (the root: its listener too).
   ~Rendezvous() override;
@@ -111,7 +114,9 @@ class Rendezvous final : public Bootstrap {
   /// Bootstrap::barrier, with the errors of all_gather_bytes.
   void barrier() override;
 
+  /// Where the root listens.
   [[nodiscard]] const RootAddress& root() const noexcept { return root_; }
+  /// The options it was made with.
   [[nodiscard]] const RendezvousOptions& options() const noexcept { return options_; }
 
   /// What the root's state is made of, in src/net/rendezvous.cpp; public only so that the
