@@ -41,7 +41,7 @@ struct DeviceNumaNode {
 
 /// What pin_thread_to_node() did: the node, and the CPUs the thread may run on now.
 struct ThreadPlacement {
-  int node = 0;  ///< The NUMA node the thread is pinned to.
+  int node = 0;           ///< The NUMA node the thread is pinned to.
   std::vector<int> cpus;  ///< Read back with sched_getaffinity, ascending.
   /// "thread pinned to NUMA node 0: CPUs 0-3,8".
   [[nodiscard]] std::string to_string() const;

@@ -12,17 +12,26 @@ class RemoteAccess {
  public:
   constexpr RemoteAccess() noexcept = default;
 
+  /// No remote access: local use only.
   [[nodiscard]] static constexpr RemoteAccess none() noexcept { return {}; }
+  /// Peers may RDMA-write into it.
   [[nodiscard]] static constexpr RemoteAccess write() noexcept { return RemoteAccess(kWrite); }
+  /// Peers may RDMA-read from it.
   [[nodiscard]] static constexpr RemoteAccess read() noexcept { return RemoteAccess(kRead); }
+  /// Peers may run atomics (fetch-and-add, compare-and-swap) on it.
   [[nodiscard]] static constexpr RemoteAccess atomic() noexcept { return RemoteAccess(kAtomic); }
+  /// Write, read and atomics.
   [[nodiscard]] static constexpr RemoteAccess all() noexcept {
     return RemoteAccess(kWrite | kRead | kAtomic);
   }
 
+  /// Whether the set has RDMA write.
   [[nodiscard]] constexpr bool allows_write() const noexcept { return (bits_ & kWrite) != 0; }
+  /// Whether the set has RDMA read.
   [[nodiscard]] constexpr bool allows_read() const noexcept { return (bits_ & kRead) != 0; }
+  /// Whether the set has atomics.
   [[nodiscard]] constexpr bool allows_atomic() const noexcept { return (bits_ & kAtomic) != 0; }
+  /// Whether the set is none().
   [[nodiscard]] constexpr bool empty() const noexcept { return bits_ == 0; }
   /// Whether every right in `other` is also in this set.
   [[nodiscard]] constexpr bool contains(RemoteAccess other) const noexcept {

@@ -50,7 +50,7 @@ enum class AsyncEventType : std::uint8_t {
 /// One asynchronous event, already acknowledged. It names the object it concerns by identity
 /// only (the pointers are for comparison, never dereferenced: the object may be gone by now).
 struct AsyncEvent {
-  AsyncEventType type = AsyncEventType::device_fatal;
+  AsyncEventType type = AsyncEventType::device_fatal;  ///< What happened.
   const ibv_qp* qp = nullptr;    ///< For the qp_* events, communication_established, ...
   const ibv_cq* cq = nullptr;    ///< For cq_error.
   const ibv_srq* srq = nullptr;  ///< For srq_error and srq_limit_reached.

@@ -59,8 +59,11 @@ class CompletionChannel {
   /// read (0: timed out, or another thread took the events first).
   std::size_t wait_and_consume(Duration timeout) const;
 
+  /// The device it was created on.
   [[nodiscard]] const Context& context() const noexcept { return context_; }
+  /// The libibverbs completion channel, owned by this handle (do not destroy it).
   [[nodiscard]] ibv_comp_channel* native() const noexcept { return channel_.get(); }
+  /// The owning pointer its copies share, for objects that must keep it alive.
   [[nodiscard]] const std::shared_ptr<ibv_comp_channel>& shared() const noexcept {
     return channel_;
   }

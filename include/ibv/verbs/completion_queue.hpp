@@ -72,8 +72,11 @@ class CompletionQueue {
 
   /// The number of entries the device actually allocated (at least what was asked).
   [[nodiscard]] int capacity() const noexcept;
+  /// The device it was created on.
   [[nodiscard]] const Context& context() const noexcept { return context_; }
+  /// The libibverbs CQ, owned by this handle (do not destroy it).
   [[nodiscard]] ibv_cq* native() const noexcept { return cq_.get(); }
+  /// The owning pointer its copies share, for objects that must keep it alive.
   [[nodiscard]] const std::shared_ptr<ibv_cq>& shared() const noexcept { return cq_; }
 
   friend bool operator==(const CompletionQueue& a, const CompletionQueue& b) noexcept {

@@ -17,26 +17,28 @@ namespace ibv {
 
 /// Capabilities of a device (the subset of ibv_device_attr that users size things by).
 struct DeviceAttributes {
-  std::string firmware_version;
-  std::uint64_t node_guid = 0;
-  std::uint32_t vendor_id = 0;
-  std::uint32_t vendor_part_id = 0;
-  std::uint64_t max_mr_size = 0;
-  std::int32_t max_qp = 0;
-  std::int32_t max_qp_wr = 0;  ///< Largest send or receive queue depth.
-  std::int32_t max_sge = 0;    ///< Most scatter/gather elements per work request.
-  std::int32_t max_cq = 0;
-  std::int32_t max_cqe = 0;  ///< Largest completion queue.
-  std::int32_t max_mr = 0;
-  std::int32_t max_pd = 0;
-  std::int32_t max_qp_rd_atom = 0;       ///< Outstanding RDMA reads/atomics a QP may start.
-  std::int32_t max_qp_init_rd_atom = 0;  ///< Outstanding RDMA reads/atomics a QP may answer.
+  std::string firmware_version;          ///< As the driver reports it.
+  std::uint64_t node_guid = 0;           ///< The node GUID, host byte order.
+  std::uint32_t vendor_id = 0;           ///< IEEE vendor id (0x02c9: Mellanox/NVIDIA).
+  std::uint32_t vendor_part_id = 0;      ///< The vendor's device id.
+  std::uint64_t max_mr_size = 0;         ///< Largest memory region, in bytes.
+  std::int32_t max_qp = 0;               ///< Most queue pairs.
+  std::int32_t max_qp_wr = 0;            ///< Largest send or receive queue depth.
+  std::int32_t max_sge = 0;              ///< Most scatter/gather elements per work request.
+  std::int32_t max_cq = 0;               ///< Most completion queues.
+  std::int32_t max_cqe = 0;              ///< Largest completion queue.
+  std::int32_t max_mr = 0;               ///< Most memory regions.
+  std::int32_t max_pd = 0;               ///< Most protection domains.
+  std::int32_t max_qp_rd_atom = 0;       ///< Outstanding RDMA reads/atomics a QP may answer.
+  std::int32_t max_qp_init_rd_atom = 0;  ///< Outstanding RDMA reads/atomics a QP may start.
   std::int32_t max_srq = 0;              ///< Shared receive queues (0: the device has none).
   std::int32_t max_srq_wr = 0;           ///< Largest shared receive queue.
   std::int32_t max_srq_sge = 0;          ///< Most scatter elements per shared receive.
-  std::uint8_t physical_port_count = 0;
-  bool atomics = false;  ///< Whether the device implements RDMA atomics at all.
+  std::uint8_t physical_port_count = 0;  ///< Ports, numbered 1..physical_port_count.
+  bool atomics = false;                  ///< Whether the device implements RDMA atomics at all.
 
+  /// One line for people: "firmware ..., vendor 0x..., N port(s), max QP ..., max QP WR ...,
+  /// max SGE ..., max CQE ..., max MR size ..., atomics yes|no".
   [[nodiscard]] std::string to_string() const;
 };
 
@@ -49,6 +51,7 @@ class Context {
 
   /// The device's name, e.g. "rxe0" or "mlx5_0".
   [[nodiscard]] std::string name() const;
+  /// The device's capabilities (ibv_query_device). Throws ibv::Error when the verb fails.
   [[nodiscard]] DeviceAttributes query_device() const;
   /// Throws ibv::Error (not_found) for a port the device does not have.
   [[nodiscard]] PortAttributes query_port(PortNumber port = {}) const;

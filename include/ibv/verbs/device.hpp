@@ -13,8 +13,9 @@ namespace ibv {
 
 /// A 64-bit GUID (node or port) in host byte order, printed as "0011:2233:4455:6677".
 struct Guid {
-  std::uint64_t value = 0;
+  std::uint64_t value = 0;  ///< The GUID, host byte order.
 
+  /// "0011:2233:4455:6677".
   [[nodiscard]] std::string to_string() const;
   friend constexpr bool operator==(Guid, Guid) noexcept = default;
 };
@@ -39,10 +40,10 @@ enum class Transport : std::uint8_t { unknown, infiniband, iwarp, usnic, usnic_u
 
 /// One entry of the device list, as ibv_devices shows it.
 struct DeviceInfo {
-  std::string name;
-  Guid node_guid;
-  NodeType node_type = NodeType::unknown;
-  Transport transport = Transport::unknown;
+  std::string name;                          ///< e.g. "rxe0", "mlx5_0": for open_device().
+  Guid node_guid;                            ///< The node GUID.
+  NodeType node_type = NodeType::unknown;    ///< What kind of node.
+  Transport transport = Transport::unknown;  ///< What it speaks.
 
   /// "rxe0  node GUID 5054:00ff:fe12:3456  RNIC  InfiniBand".
   [[nodiscard]] std::string to_string() const;

@@ -33,6 +33,7 @@ struct Endpoint {
   /// field; QPN and PSN must fit 24 bits.
   [[nodiscard]] static Endpoint from_json(std::string_view json);
 
+  /// The binary form: kWireSize bytes, big-endian.
   [[nodiscard]] std::array<std::byte, kWireSize> to_bytes() const noexcept;
   /// Parses to_bytes(); accepts exactly the bytes to_bytes() makes. Throws ibv::Error
   /// (invalid_argument) for a wrong size, an unknown version, a non-zero reserved byte or

@@ -12,23 +12,28 @@ union ibv_gid;
 namespace ibv {
 
 /// A 128-bit GID in network byte order. On RoCE it is an IPv6 address (IPv4 addresses appear
-/// IPv4-mapped, `::ffff:a.b.c.d`); on InfiniBand, subnet prefix and port GUID.
+/// IPv4-mapped, "::ffff:a.b.c.d"); on InfiniBand, subnet prefix and port GUID.
 class Gid {
  public:
   /// The all-zero GID (what an unset table entry holds).
   constexpr Gid() noexcept = default;
+  /// The GID of these 16 bytes, network byte order.
   constexpr explicit Gid(const std::array<std::uint8_t, 16>& bytes) noexcept : bytes_(bytes) {}
+  /// The GID in a verbs ibv_gid.
   explicit Gid(const ibv_gid& raw) noexcept;
 
   /// Parses the IPv6 text form ("fe80::1", "::ffff:10.0.0.1"); throws ibv::Error otherwise.
   [[nodiscard]] static Gid from_string(std::string_view text);
 
+  /// The 16 bytes, network byte order.
   [[nodiscard]] constexpr const std::array<std::uint8_t, 16>& bytes() const noexcept {
     return bytes_;
   }
+  /// As a verbs ibv_gid.
   [[nodiscard]] ibv_gid to_native() const noexcept;
+  /// Whether all 16 bytes are zero (an unset entry).
   [[nodiscard]] bool is_zero() const noexcept;
-  /// True for `::ffff:a.b.c.d`, the form RoCE v2 uses for IPv4 addresses.
+  /// True for "::ffff:a.b.c.d", the form RoCE v2 uses for IPv4 addresses.
   [[nodiscard]] bool is_ipv4_mapped() const noexcept;
   /// "a.b.c.d" for an IPv4-mapped GID.
   [[nodiscard]] std::optional<std::string> ipv4() const;
@@ -52,10 +57,10 @@ enum class GidType : std::uint8_t {
 
 /// One valid entry of a port's GID table, with the network device it belongs to.
 struct GidEntry {
-  Gid gid;
-  std::uint32_t index = 0;
-  std::uint8_t port = 0;
-  GidType type = GidType::infiniband;
+  Gid gid;                             ///< The GID.
+  std::uint32_t index = 0;             ///< Its index in the port's table (the gid_index).
+  std::uint8_t port = 0;               ///< The port, 1-based.
+  GidType type = GidType::infiniband;  ///< InfiniBand, RoCE v1 or RoCE v2.
   /// The netdev behind the entry on RoCE ("eth0"); empty on InfiniBand.
   std::string netdev;
 

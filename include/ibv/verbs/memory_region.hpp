@@ -33,6 +33,7 @@ class MemoryRegion {
   /// Takes ownership of a registration made with `pd` (normally via ProtectionDomain).
   MemoryRegion(ProtectionDomain pd, ibv_mr* owned, RemoteAccess access);
 
+  /// Takes over the registration; the moved-from region may only be destroyed or assigned to.
   MemoryRegion(MemoryRegion&&) noexcept = default;
   /// Deregisters the region held before taking `other`'s, and only then lets go of its
   /// protection domain (which may be the last reference to it).
@@ -43,11 +44,15 @@ class MemoryRegion {
 
   /// Start of the region as the device addresses it (the buffer address, or the iova).
   [[nodiscard]] std::uint64_t address() const noexcept;
+  /// Its length in bytes.
   [[nodiscard]] std::size_t length() const noexcept;
+  /// The local key, which local work requests name the region by.
   [[nodiscard]] std::uint32_t lkey() const noexcept;
   /// The remote key. Meaningful only when remote access was granted.
   [[nodiscard]] std::uint32_t rkey() const noexcept;
+  /// The rights peers were granted (none() for a local region).
   [[nodiscard]] RemoteAccess remote_access() const noexcept { return access_; }
+  /// The protection domain it is registered on (only its queue pairs may use it).
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept { return pd_; }
 
   /// The whole registered memory (for regions registered from a buffer).
@@ -71,18 +76,22 @@ class MemoryRegion {
   [[nodiscard]] GatherElement gather(std::span<T> data) const {
     return gather(std::as_bytes(data));
   }
+  /// Typed scatter(): any span of non-const trivially copyable objects.
   template <typename T>
   requires(!std::is_const_v<T>) [[nodiscard]] ScatterElement scatter(std::span<T> data) const {
     return scatter(std::as_writable_bytes(data));
   }
   /// Whole-region elements.
   [[nodiscard]] GatherElement gather_all() const noexcept;
+  /// The whole region, for the device to write into.
   [[nodiscard]] ScatterElement scatter_all() const noexcept;
 
   /// Unchecked variants for hot paths where the caller has already proven the bounds.
   [[nodiscard]] GatherElement gather_unchecked(std::span<const std::byte> data) const noexcept;
+  /// scatter() without the bounds check: the device reports bad bounds as a failed completion.
   [[nodiscard]] ScatterElement scatter_unchecked(std::span<std::byte> data) const noexcept;
 
+  /// The libibverbs MR, owned by this object (do not deregister it).
   [[nodiscard]] ibv_mr* native() const noexcept { return mr_.get(); }
 
   /// "MR 4096 B at 0x7f.. lkey 0x123 rkey 0x456 remote write|read".

@@ -15,12 +15,18 @@ class Mtu {
   /// From the verbs enum value (IBV_MTU_256 = 1 ... IBV_MTU_4096 = 5); throws if out of range.
   [[nodiscard]] static Mtu from_native(int value);
 
+  /// 256 bytes.
   [[nodiscard]] static constexpr Mtu mtu256() noexcept { return Mtu(1); }
+  /// 512 bytes.
   [[nodiscard]] static constexpr Mtu mtu512() noexcept { return Mtu(2); }
+  /// 1024 bytes.
   [[nodiscard]] static constexpr Mtu mtu1024() noexcept { return Mtu(3); }
+  /// 2048 bytes.
   [[nodiscard]] static constexpr Mtu mtu2048() noexcept { return Mtu(4); }
+  /// 4096 bytes.
   [[nodiscard]] static constexpr Mtu mtu4096() noexcept { return Mtu(5); }
 
+  /// The MTU in bytes: 256 .. 4096.
   [[nodiscard]] constexpr std::uint32_t bytes() const noexcept { return 128U << code_; }
   /// The verbs enum value (enum ibv_mtu).
   [[nodiscard]] constexpr int native() const noexcept { return code_; }

@@ -23,6 +23,7 @@ class ProtectionDomain {
   /// Allocates a protection domain on `context` (ibv_alloc_pd).
   explicit ProtectionDomain(const Context& context);
 
+  /// The device it was allocated on.
   [[nodiscard]] const Context& context() const noexcept { return context_; }
 
   /// Registers `buffer` for local use only (send sources, receive targets, RDMA read
@@ -44,7 +45,9 @@ class ProtectionDomain {
   [[nodiscard]] MemoryRegion register_dmabuf(int fd, std::uint64_t offset, std::size_t length,
                                              std::uint64_t iova, RemoteAccess access) const;
 
+  /// The libibverbs PD, owned by this handle (do not deallocate it).
   [[nodiscard]] ibv_pd* native() const noexcept { return pd_.get(); }
+  /// The owning pointer its copies share, for objects that must keep it alive.
   [[nodiscard]] const std::shared_ptr<ibv_pd>& shared() const noexcept { return pd_; }
 
   friend bool operator==(const ProtectionDomain& a, const ProtectionDomain& b) noexcept {

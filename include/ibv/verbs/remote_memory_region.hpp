@@ -46,8 +46,11 @@ class RemoteMemoryRegion {
   /// Throws ibv::Error (invalid_argument) when address + length overflows 64 bits.
   RemoteMemoryRegion(std::uint64_t address, std::uint64_t length, std::uint32_t rkey);
 
+  /// The start, as the peer's device addresses it.
   [[nodiscard]] constexpr std::uint64_t address() const noexcept { return address_; }
+  /// Its length in bytes.
   [[nodiscard]] constexpr std::uint64_t length() const noexcept { return length_; }
+  /// The remote key the peer's device checks requests against.
   [[nodiscard]] constexpr std::uint32_t rkey() const noexcept { return rkey_; }
   /// The remote rights the region is known to have been registered with; nullopt if unknown.
   [[nodiscard]] constexpr const std::optional<RemoteAccess>& access() const noexcept {

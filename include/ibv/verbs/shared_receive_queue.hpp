@@ -75,7 +75,9 @@ class SharedReceiveQueue {
   [[nodiscard]] std::uint32_t max_wr() const noexcept { return max_wr_; }
   /// Elements per receive, as granted at creation.
   [[nodiscard]] std::uint32_t max_sge() const noexcept { return max_sge_; }
+  /// The protection domain it was created on (its queue pairs and memory must be on it).
   [[nodiscard]] const ProtectionDomain& protection_domain() const noexcept { return pd_; }
+  /// The libibverbs SRQ, owned by this handle (do not destroy it).
   [[nodiscard]] ibv_srq* native() const noexcept { return srq_.get(); }
 
   friend bool operator==(const SharedReceiveQueue& a, const SharedReceiveQueue& b) noexcept {

@@ -68,11 +68,14 @@ enum class WorkOpcode : std::uint8_t {
 class WorkCompletion {
  public:
   WorkCompletion() noexcept : wc_{} {}
+  /// A copy of a verbs completion.
   explicit WorkCompletion(const ibv_wc& wc) noexcept : wc_(wc) {}
 
   /// The caller's identifier of the work request.
   [[nodiscard]] std::uint64_t wr_id() const noexcept { return wc_.wr_id; }
+  /// Success, or why the request failed.
   [[nodiscard]] WorkStatus status() const noexcept { return static_cast<WorkStatus>(wc_.status); }
+  /// Whether the request succeeded.
   [[nodiscard]] bool ok() const noexcept { return wc_.status == IBV_WC_SUCCESS; }
   /// The opcode. Only meaningful for successful completions (the device does not set it on
   /// errors).
@@ -85,10 +88,12 @@ class WorkCompletion {
   [[nodiscard]] std::optional<std::uint32_t> immediate() const noexcept;
   /// The local QP the request was posted on.
   [[nodiscard]] std::uint32_t qp_number() const noexcept { return wc_.qp_num; }
+  /// The sender's QP number (set for receives on datagram QPs; not meaningful on RC).
   [[nodiscard]] std::uint32_t source_qp() const noexcept { return wc_.src_qp; }
   /// Whether this is the completion of a receive (as opposed to a send-side request).
   [[nodiscard]] bool is_receive() const noexcept { return (wc_.opcode & IBV_WC_RECV) != 0; }
 
+  /// The verbs completion.
   [[nodiscard]] const ibv_wc& native() const noexcept { return wc_; }
   /// "wr_id 7 send success 4096 B" / "wr_id 3 remote_access_error (vendor error 0x81)".
   [[nodiscard]] std::string to_string() const;

@@ -52,18 +52,22 @@ inline constexpr std::uint32_t kAtomicWordSize = 8;
 ///     auto wr = ibv::SendRequest::write(7, elements, remote).unsignaled();
 class SendRequest {
  public:
+  /// A send of `data` into the peer's next receive, signaled.
   [[nodiscard]] static SendRequest send(std::uint64_t wr_id,
                                         std::span<const GatherElement> data) noexcept;
   /// `immediate` in host byte order; the receiver sees the same value.
   [[nodiscard]] static SendRequest send_with_immediate(std::uint64_t wr_id,
                                                        std::span<const GatherElement> data,
                                                        std::uint32_t immediate) noexcept;
+  /// An RDMA write of `data` to the start of `destination`, signaled.
   [[nodiscard]] static SendRequest write(std::uint64_t wr_id, std::span<const GatherElement> data,
                                          const RemoteMemoryRegion& destination) noexcept;
+  /// write() that also consumes a receive of the peer, completing it with `immediate`.
   [[nodiscard]] static SendRequest write_with_immediate(std::uint64_t wr_id,
                                                         std::span<const GatherElement> data,
                                                         const RemoteMemoryRegion& destination,
                                                         std::uint32_t immediate) noexcept;
+  /// An RDMA read from the start of `source` into `into`, signaled.
   [[nodiscard]] static SendRequest read(std::uint64_t wr_id, std::span<const ScatterElement> into,
                                         const RemoteMemoryRegion& source) noexcept;
   /// Atomically adds `add` to the 8-byte word at the start of `target` and writes the word's
@@ -94,11 +98,15 @@ class SendRequest {
   /// Ask the receiver's completion channel to wake up for this message.
   SendRequest& solicited() noexcept;
 
+  /// What the request does.
   [[nodiscard]] SendOpcode opcode() const noexcept { return opcode_; }
+  /// The caller's identifier, returned in the request's completion.
   [[nodiscard]] std::uint64_t wr_id() const noexcept { return wr_.wr_id; }
+  /// Whether it makes a completion on success (see unsignaled()).
   [[nodiscard]] bool is_signaled() const noexcept {
     return (wr_.send_flags & IBV_SEND_SIGNALED) != 0;
   }
+  /// Whether its data goes inline (see inline_data()).
   [[nodiscard]] bool is_inline() const noexcept { return (wr_.send_flags & IBV_SEND_INLINE) != 0; }
   /// Number of scatter/gather elements.
   [[nodiscard]] std::size_t element_count() const noexcept {
@@ -111,6 +119,7 @@ class SendRequest {
 
   /// The verbs request; its `next` is set by QueuePair::post_send when posting a batch.
   [[nodiscard]] ibv_send_wr& native() noexcept { return wr_; }
+  /// The verbs request, read-only.
   [[nodiscard]] const ibv_send_wr& native() const noexcept { return wr_; }
 
  private:
@@ -132,12 +141,17 @@ class ReceiveRequest {
   /// Receive into `into` (may be empty for messages that carry only immediate data).
   ReceiveRequest(std::uint64_t wr_id, std::span<const ScatterElement> into) noexcept;
 
+  /// The caller's identifier, returned in the receive's completion.
   [[nodiscard]] std::uint64_t wr_id() const noexcept { return wr_.wr_id; }
+  /// Number of scatter elements.
   [[nodiscard]] std::size_t element_count() const noexcept {
     return static_cast<std::size_t>(wr_.num_sge);
   }
+  /// Total bytes it can take: the longest message it fits.
   [[nodiscard]] std::uint64_t byte_length() const noexcept { return length_; }
+  /// The verbs request; its `next` is set by QueuePair::post_receive when posting a batch.
   [[nodiscard]] ibv_recv_wr& native() noexcept { return wr_; }
+  /// The verbs request, read-only.
   [[nodiscard]] const ibv_recv_wr& native() const noexcept { return wr_; }
 
  private:
