@@ -312,6 +312,13 @@ class ScopeBase {
 /// What the body of Channel::scope() posts through. The scope waits at its exit for every
 /// request the body did not see complete: the body may poll or wait on what it posted, or
 /// leave it all to the scope.
+///
+/// Its posting calls come from detail::ScopeBase (this header), which the reference leaves
+/// out: `post(operation)` and `post_all(operations)`, and the named `post_send()`,
+/// `post_send_with_immediate()`, `post_receive()`, `post_write()`,
+/// `post_write_with_immediate()`, `post_read()`, `post_fetch_add()`, `post_compare_swap()`,
+/// with Channel's arguments. Each returns a `PendingWork&` the scope keeps (poll or wait on
+/// it, or leave it to the scope); `size()` counts them. See docs/operations.md.
 class ChannelScope : public detail::ScopeBase {
  public:
   ChannelScope(const ChannelScope&) = delete;
@@ -335,6 +342,8 @@ class ChannelScope : public detail::ScopeBase {
 /// treated as a bug: close() throws ibv::Error (state) naming every request the caller never
 /// saw complete, after waiting for them so their buffers are free; a ManualScope destroyed
 /// without close() does the same waiting and reports the bug loudly on stderr.
+///
+/// It posts as ChannelScope does (the calls of detail::ScopeBase, listed there).
 class ManualScope : public detail::ScopeBase {
  public:
   ManualScope(const ManualScope&) = delete;

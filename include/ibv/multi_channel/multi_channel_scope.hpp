@@ -105,6 +105,13 @@ class MultiScopeBase {
 /// What the body of MultiChannel::scope() posts through. At its exit the scope waits for every
 /// request the body did not see complete, on every peer; failures come out as one BatchError
 /// naming the peer of each.
+///
+/// Its posting calls come from detail::MultiScopeBase (this header), which the reference
+/// leaves out: `post(peer, operation)`, `post_all(peer, operations)`, the named
+/// `post_send(peer, ...)` ... `post_compare_swap(peer, ...)` as MultiChannel's, and the batches
+/// `post_scatter_send()`, `post_gather_receive()`, `post_scatter_write()`,
+/// `post_gather_read()`, `post_multicast_send()`. The scope keeps every handle; `size()` counts
+/// them.
 class MultiChannelScope : public detail::MultiScopeBase {
  public:
   /// A scope over `channels` (made by MultiChannel::scope(), which also finishes it).
@@ -127,6 +134,8 @@ class MultiChannelScope : public detail::MultiScopeBase {
 /// waits on every request itself. close() throws ibv::Error (state) naming every request (and
 /// its peer) that the caller never saw complete, after waiting for them; destroyed without
 /// close(), it waits the same way and reports the bug on stderr.
+///
+/// It posts as MultiChannelScope does (the calls of detail::MultiScopeBase, listed there).
 class MultiManualScope : public detail::MultiScopeBase {
  public:
   /// A scope over `channels` (what MultiChannel::manual_scope() gives).

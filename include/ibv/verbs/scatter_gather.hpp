@@ -32,6 +32,9 @@ class SgeElement {
 /// MemoryRegion::gather(), which checks that it lies inside the region. Layout-compatible with
 /// ibv_sge, so a span of elements is posted without copying. A distinct type from
 /// ScatterElement, so a send can not be given memory meant to be written into, or back.
+///
+/// Its accessors come from detail::SgeElement (this header), which the reference leaves out:
+/// `address()`, `length()` (bytes), `lkey()` and `native()` (the ibv_sge).
 class GatherElement : public detail::SgeElement {
  public:
   /// An empty element (no bytes), e.g. to fill an array before assigning real ones.
@@ -47,7 +50,8 @@ class GatherElement : public detail::SgeElement {
 };
 
 /// A piece of registered memory the device writes into (receive, RDMA read destination).
-/// Made by MemoryRegion::scatter(), checked like GatherElement.
+/// Made by MemoryRegion::scatter(), checked like GatherElement. Accessors as GatherElement's:
+/// `address()`, `length()`, `lkey()`, `native()`.
 class ScatterElement : public detail::SgeElement {
  public:
   /// An empty element (no bytes).
