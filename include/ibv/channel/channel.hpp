@@ -106,74 +106,35 @@ class PreparedChannel {
   std::optional<SharedReceivePool> pool_;
 };
 
-/// One connected RDMA channel. Move-only; not thread-safe (one thread uses a channel at a
-/// time; channels on one protection domain may be used by different threads).
+/// One connected RDMA channel: a reliable-connected queue pair with its own completion queue.
+/// Move-only; not thread-safe (one thread uses a channel at a time; channels on one protection
+/// domain may be used by different threads).
 ///
-/// Every operation is a value (ibv/channel/operation.hpp: op::Send, op::Receive, op::Write,
-/// op::Read, op::FetchAdd, op::CompareSwap), and there are three ways to post any of them, from
-/// the most to the least guarded:
-/// - blocking: `execute(operation)` posts it and waits for its completion, throwing
-///   ibv::WorkError if it failed. A request that does not complete within the timeout is
-///   cancelled before the call throws ibv::Error (timeout): the queue pair goes to the error
-///   state and its flushed completions are taken in, so the device no longer touches the
-///   buffers, and the channel refuses further work (ibv::Error, state, naming the timeout).
-///   See docs/safety.md, "No orphans" and "Giving up".
-/// - scoped: `scope([&](ibv::ChannelScope& s) { s.post(operation); })` returns only after every
-///   request posted through `s` has completed, also when the body throws (see scope.hpp).
-/// - unpolled: `post(operation)` returns a PendingWork to poll or wait on; its destructor waits.
-/// The named calls (`write(data, remote)`, `post_write(data, remote)`, ...) are those, spelled
-/// out: `execute(op::Write{data, remote})`, `post(op::Write{data, remote})`.
-///
-/// Sends and writes whose data fits the queue pair's max_inline_data (as the device granted
-/// it) go inline by default: PostOptions::inline_data (InlinePolicy) changes that per request;
-/// the blocking calls always use the default.
-///
-/// wr_ids are assigned by the channel (unique per channel); completions of other requests
-/// that arrive while one is awaited are kept for their own handles.
-///
-/// Bad input is rejected before anything is posted, with ibv::Error (invalid_argument) naming
-/// it, and leaves the channel usable: a blocking call's timeout must be positive; a request is
-/// checked against the queue pair (QueuePair::check: element count, inline size, max message
-/// size, local length against the remote region's, and for atomics alignment, result size and
-/// access). Elements made with MemoryRegion::gather()
-/// / scatter() are inside their region by construction; the *_unchecked / from_raw ones are
-/// not checked (the device reports them as a failed completion).
-///
-/// Waiting. Every wait (blocking calls, PendingWork::wait, the end of a scope, waiting for
-/// room in the send queue) runs by the channel's WaitMode: spinning (the default), sleeping on
-/// the completion channel, or spinning and then sleeping; all end at their deadline.
-///
-/// Your own event loop. A channel with a completion channel (a WaitMode that sleeps, or
-/// ChannelBuilder::completion_channel) exposes its fd. The race-free sequence, for epoll,
-/// poll or a coroutine scheduler:
-///
-///   int epfd = epoll_create1(0);
-///   epoll_event interest{.events = EPOLLIN, .data = {}};
-///   epoll_ctl(epfd, EPOLL_CTL_ADD, channel.completion_fd(), &interest);
-///   ibv::PendingWork work = channel.post_receive(buffer);
-///   for (;;) {
-///     channel.arm_completion_fd();         // 1. arm, and take in what already completed
-///     if (work.poll()) break;              // 2. check every PendingWork you wait for
-///     epoll_event ready{};
-///     epoll_wait(epfd, &ready, 1, -1);     // 3. sleep until a completion arrives
-///     channel.consume_completion_events(); // 4. read and acknowledge the events
-///   }
-///
-/// A completion that arrives after step 1 makes the fd readable; one that arrived before it
-/// is found in step 2. Step 4 before re-arming keeps the fd from staying readable. Arming is
-/// per completion queue and one-shot: it covers the next completion after it, so arm again on
-/// every round. The channel's own waits (blocking calls, a sleeping WaitMode) read and
-/// acknowledge events of the fd too; that is harmless, as the loop re-arms and re-checks.
-///
-/// Shared receives. A channel built on a shared receive queue posts no receives: `receive`,
-/// `post_receive` and a scope's `post_receive` throw ibv::Error (state) and post nothing. A
-/// message that arrives on the channel's queue pair consumes the oldest receive of the shared
-/// queue and completes in this channel's completion queue; the channel keeps such completions
-/// apart from its own (whatever their wr_id) and hands them out, oldest first, through
-/// `receive_shared` / `poll_shared` (the completion: wr_id of the shared receive, length,
-/// immediate) or, on a SharedReceivePool, `receive_message` / `poll_message` (the message in
-/// its pool buffer, posted back when released). They arrive while the channel polls for any
-/// reason, so none is lost to a blocking send.
+/// The contract, in short:
+/// - Every operation is a value (op::Send, op::Receive, op::Write, op::Read, op::FetchAdd,
+///   op::CompareSwap), posted in one of three styles: blocking, execute(), which waits and
+///   throws ibv::WorkError if the request failed; scoped, scope(), which returns only after
+///   every request posted through the scope has completed, also when the body throws; and
+///   unpolled, post(), whose PendingWork waits in its destructor. The named calls
+///   (`write(data, remote)`, `post_write(data, remote)`, ...) are these, spelled out.
+///   [docs/operations.md](docs/operations.md)
+/// - No request outlives the buffers it uses. One that does not complete in time is cancelled
+///   (the queue pair goes to the error state, its flushed completions are taken in) before the
+///   call throws ibv::Error (timeout), and the channel then refuses further work.
+///   [docs/safety.md](docs/safety.md)
+/// - Bad input is rejected before anything is posted, with ibv::Error (invalid_argument)
+///   naming it, and the channel stays usable (QueuePair::check lists the checks).
+///   [docs/bad-input.md](docs/bad-input.md)
+/// - The channel assigns the wr_ids; completions of other requests that arrive while one is
+///   awaited are kept for their own handles.
+/// - Sends and writes that fit the queue pair's granted max_inline_data go inline by default
+///   (PostOptions::inline_data). [docs/atomics-and-inline.md](docs/atomics-and-inline.md)
+/// - Every wait runs by the channel's WaitMode and ends at its deadline; with a completion
+///   channel, completion_fd(), arm_completion_fd() and consume_completion_events() let your
+///   own event loop do the waiting. [docs/wait-modes.md](docs/wait-modes.md)
+/// - On a shared receive queue or pool the channel posts no receives of its own; messages
+///   come through receive_shared() / receive_message().
+///   [docs/shared-receive-queues.md](docs/shared-receive-queues.md)
 class Channel {
  public:
   /// A blocking call's timeout: unset means the channel's ChannelTimeouts::operation; a set
@@ -323,7 +284,7 @@ class Channel {
     return post(op::CompareSwap{result, target, expected, desired}, options);
   }
 
-  // Shared receives (channels built on a shared receive queue or pool; see above).
+  // Shared receives (channels built on a shared receive queue or pool).
   /// The oldest completion of a shared receive that took a message on this channel, waiting
   /// (default: the operation timeout). Throws ibv::WorkError when it failed (the completion,
   /// with the receive's wr_id, is in the error), ibv::Error (timeout) when none came, (state)
@@ -371,11 +332,11 @@ class Channel {
   /// by every peer of a MultiChannel).
   [[nodiscard]] const std::optional<CompletionChannel>& completion_channel() const noexcept;
 
-  /// The fd of the channel's completion channel, for the caller's own poll / epoll loop (see
-  /// above): readable once a completion arrives after arm_completion_fd(). Owned by the
-  /// channel's completion channel (do not close it). Throws ibv::Error (state) when the
-  /// channel was built without a completion channel (WaitMode::spin and no
-  /// ChannelBuilder::completion_channel).
+  /// The fd of the channel's completion channel, for the caller's own poll / epoll loop (the
+  /// sequence is in [docs/wait-modes.md](docs/wait-modes.md)): readable once a completion
+  /// arrives after arm_completion_fd(). Owned by the channel's completion channel (do not close
+  /// it). Throws ibv::Error (state) when the channel was built without a completion channel
+  /// (WaitMode::spin and no ChannelBuilder::completion_channel).
   [[nodiscard]] int completion_fd() const;
   /// Arms the completion queue (the next completion makes completion_fd() readable), then
   /// takes every completion already in the queue into the channel, so that PendingWork::poll

@@ -179,7 +179,7 @@ class MultiChannel {
 
   // Your own event loop: the per-peer channels built by MultiChannelBuilder with a completion
   // channel share it, so one fd covers every peer. The sequence is Channel's (see
-  // channel.hpp), over all peers at once:
+  // docs/wait-modes.md), over all peers at once:
   //
   //   for (;;) {
   //     node.arm_completion_fd();            // arm every peer's queue, take in what completed
