@@ -12,19 +12,7 @@
 //   node.barrier();                       // every rank
 //   node.barrier(std::array{0U, rank});  // rank 0 and this rank (the other rank calls it too)
 //
-// Barriers. A barrier returns once every participant has entered it. Signals are RDMA writes
-// of 64-bit counters into the receiver's registered barrier slots, one slot per (round, sender)
-// (see ibv/net/barrier_schedule.hpp for the rounds of each algorithm); the receiver spins on
-// its own memory (with a WaitMode that sleeps, it naps between checks instead, 50 us doubling
-// up to 1 ms: an RDMA write raises no completion at its target, so nothing can wake it). Each slot
-// carries the count of signals its sender has sent that receiver, so barriers over different
-// subsets never mistake each other's signals. Every barrier is bounded by a timeout. After a
-// barrier fails (timeout, a signal that fails) the Node's barrier is poisoned: every later barrier
-// throws ibv::Error (state) at once, naming the first failure, because the ranks' counters no
-// longer agree. Rebuild the Node on every rank to go on.
-//
-// A barrier orders arrivals, not data: complete your own writes to a peer (blocking calls and
-// scopes do) before entering a barrier after which that peer reads them.
+// Barriers, their timeouts and poisoning: the Node's class comment, and docs/barriers.md.
 #pragma once
 
 #include <chrono>
@@ -151,8 +139,18 @@ class PreparedNode {
   Duration barrier_timeout_;
 };
 
-/// One connected rank: every MultiChannel operation (it is one), and barriers. Move-only; not
-/// thread-safe.
+/// One connected rank of a job: every MultiChannel call (it is one), and barriers over RDMA.
+/// Move-only; not thread-safe.
+///
+/// - barrier() returns once every rank, or every rank of a subset, has entered it; each is
+///   bounded by a timeout (barrier_timeout(), or BarrierOptions::timeout).
+/// - A failed barrier poisons the Node's barrier: every later one throws ibv::Error (state)
+///   at once, naming the first failure. Rebuild the Node on every rank to go on.
+/// - A barrier orders arrivals, not data: complete your own writes to a peer before entering
+///   a barrier after which that peer reads them.
+///
+/// How barriers work: [docs/barriers.md](docs/barriers.md); how the ranks find each other:
+/// [docs/bootstrap.md](docs/bootstrap.md).
 class Node : public MultiChannel {
  public:
   /// Takes over the channels and the barrier; the moved-from Node may only be destroyed or
@@ -167,7 +165,7 @@ class Node : public MultiChannel {
   /// Waits until every rank has entered this barrier. Throws ibv::Error: timeout when not all
   /// arrived in time (naming the ranks still awaited and the round), driver when a signal
   /// failed, state when the barrier was poisoned by an earlier failure, invalid_argument for
-  /// bad options. A failure poisons the barrier (see the top of this header).
+  /// bad options. A failure poisons the barrier (see the class comment).
   void barrier(BarrierOptions options = {});
   /// Waits until every rank of `ranks` has entered this barrier: a sorted, duplicate-free list
   /// of ranks that includes this one; every rank in it must make the same call. A bad list
