@@ -85,9 +85,14 @@ struct QueuePairSettings {
 class PreparedQueuePair;
 class QueuePair;
 
-/// Collects the settings of a reliable-connected queue pair. Setters take validated value
-/// types; limits that depend on the device (queue depths, SGEs, inline size, port, GID index)
-/// are checked in build(), before the QP is created, with errors that name the setting.
+/// Collects the settings of a reliable-connected queue pair (QueuePairSettings: what each
+/// means, its default and its bounds) and builds it in two phases: build() gives a
+/// PreparedQueuePair (created, in INIT), whose endpoint() goes to the peer out of band; its
+/// handshake() with the peer's endpoint gives a connected QueuePair.
+///
+/// Setters take validated value types; limits that depend on the device (queue depths, SGEs,
+/// inline size, port, GID index) are checked in build(), before the QP is created, with errors
+/// that name the setting ([docs/bad-input.md](docs/bad-input.md) lists every check).
 ///
 ///     auto prepared = ibv::QueuePairBuilder(pd, cq, cq).max_send_wr(ibv::QueueDepth(64)).build();
 ///     send_to_peer(prepared.endpoint());
