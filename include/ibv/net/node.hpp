@@ -172,7 +172,7 @@ class Node : public MultiChannel {
   /// throws ibv::Error (invalid_argument) naming the problem and does not poison anything.
   void barrier(std::span<const std::uint32_t> ranks, BarrierOptions options = {});
 
-  /// The default algorithm and timeout of barrier().
+  /// The default algorithm of barrier().
   [[nodiscard]] BarrierAlgorithm barrier_algorithm() const noexcept { return algorithm_; }
   /// The default timeout of barrier().
   [[nodiscard]] Duration barrier_timeout() const noexcept { return timeout_; }
