@@ -73,3 +73,16 @@
 #include "ibv/coro/async_work.hpp"
 #include "ibv/coro/event_loop.hpp"
 #include "ibv/coro/task.hpp"
+
+/// @namespace ibv
+/// ibverbs-cpp: verbs as RAII objects (layer 1), Channel (2) and MultiChannel (3), rdma_cm
+/// connections, memory helpers and coroutines. README.md tells the layers; docs/safety.md what
+/// the library guarantees.
+
+/// @namespace ibv::op
+/// Operations as values: one type per thing a channel can be asked to do, taken by every style
+/// of posting (docs/operations.md).
+
+/// @namespace ibv::net
+/// Layer 4: ranked nodes (Node), how their ranks find each other (Bootstrap: a hosts file's
+/// Exchanger, a Rendezvous, PMIx; docs/bootstrap.md) and RDMA barriers (docs/barriers.md).

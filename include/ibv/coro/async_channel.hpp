@@ -49,10 +49,12 @@ AsyncWork async(Channel& channel, const Operation& operation, Channel::Timeout t
 }
 
 // The operations by name: async() of the operation.
+/// Channel::send as a coroutine: async(channel, op::Send{data}).
 inline AsyncWork async_send(Channel& channel, std::span<const GatherElement> data,
                             Channel::Timeout timeout = {}) {
   return detail::async_post(channel, op::Send{data}, timeout, "ibv::async_send");
 }
+/// Channel::send_with_immediate as a coroutine.
 inline AsyncWork async_send_with_immediate(Channel& channel, std::span<const GatherElement> data,
                                            std::uint32_t immediate, Channel::Timeout timeout = {}) {
   return detail::async_post(channel, op::Send{data, immediate}, timeout,
@@ -63,10 +65,12 @@ inline AsyncWork async_receive(Channel& channel, std::span<const ScatterElement>
                                Channel::Timeout timeout = {}) {
   return detail::async_post(channel, op::Receive{into}, timeout, "ibv::async_receive");
 }
+/// Channel::write as a coroutine: async(channel, op::Write{data, destination}).
 inline AsyncWork async_write(Channel& channel, std::span<const GatherElement> data,
                              const RemoteMemoryRegion& destination, Channel::Timeout timeout = {}) {
   return detail::async_post(channel, op::Write{data, destination}, timeout, "ibv::async_write");
 }
+/// Channel::write_with_immediate as a coroutine.
 inline AsyncWork async_write_with_immediate(Channel& channel, std::span<const GatherElement> data,
                                             const RemoteMemoryRegion& destination,
                                             std::uint32_t immediate,
@@ -74,6 +78,7 @@ inline AsyncWork async_write_with_immediate(Channel& channel, std::span<const Ga
   return detail::async_post(channel, op::Write{data, destination, immediate}, timeout,
                             "ibv::async_write_with_immediate");
 }
+/// Channel::read as a coroutine: async(channel, op::Read{into, source}).
 inline AsyncWork async_read(Channel& channel, std::span<const ScatterElement> into,
                             const RemoteMemoryRegion& source, Channel::Timeout timeout = {}) {
   return detail::async_post(channel, op::Read{into, source}, timeout, "ibv::async_read");

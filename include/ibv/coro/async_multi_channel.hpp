@@ -29,21 +29,27 @@ AsyncWork async(MultiChannel& channels, std::uint32_t peer, const Operation& ope
 // ibv::Error (invalid_argument) before anything is posted). Default timeout: the
 // MultiChannel's operation timeout. Several peers at once: post one per peer and await each.
 
+/// MultiChannel::send as a coroutine (async_send(Channel&, ...) on `peer`'s channel).
 AsyncWork async_send(MultiChannel& channels, std::uint32_t peer,
                      std::span<const GatherElement> data, MultiChannel::Timeout timeout = {});
+/// MultiChannel::send_with_immediate as a coroutine.
 AsyncWork async_send_with_immediate(MultiChannel& channels, std::uint32_t peer,
                                     std::span<const GatherElement> data, std::uint32_t immediate,
                                     MultiChannel::Timeout timeout = {});
+/// MultiChannel::receive as a coroutine: the next message from `peer`.
 AsyncWork async_receive(MultiChannel& channels, std::uint32_t peer,
                         std::span<const ScatterElement> into, MultiChannel::Timeout timeout = {});
+/// MultiChannel::write as a coroutine; `destination` must be `peer`'s.
 AsyncWork async_write(MultiChannel& channels, std::uint32_t peer,
                       std::span<const GatherElement> data,
                       const PeerRemoteMemoryRegion& destination,
                       MultiChannel::Timeout timeout = {});
+/// MultiChannel::write_with_immediate as a coroutine; `destination` must be `peer`'s.
 AsyncWork async_write_with_immediate(MultiChannel& channels, std::uint32_t peer,
                                      std::span<const GatherElement> data,
                                      const PeerRemoteMemoryRegion& destination,
                                      std::uint32_t immediate, MultiChannel::Timeout timeout = {});
+/// MultiChannel::read as a coroutine; `source` must be `peer`'s.
 AsyncWork async_read(MultiChannel& channels, std::uint32_t peer,
                      std::span<const ScatterElement> into, const PeerRemoteMemoryRegion& source,
                      MultiChannel::Timeout timeout = {});

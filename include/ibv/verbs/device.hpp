@@ -35,7 +35,9 @@ enum class NodeType : std::uint8_t {
 /// link layer).
 enum class Transport : std::uint8_t { unknown, infiniband, iwarp, usnic, usnic_udp, unspecified };
 
+/// A name for people: "CA", "switch", "router", "RNIC", "usNIC", ...
 [[nodiscard]] std::string_view to_string(NodeType type) noexcept;
+/// A name for people: "InfiniBand", "iWARP", "usNIC", ...
 [[nodiscard]] std::string_view to_string(Transport transport) noexcept;
 
 /// One entry of the device list, as ibv_devices shows it.

@@ -53,6 +53,7 @@ enum class GidType : std::uint8_t {
   roce_v2,     ///< RoCE v2: UDP/IP (port 4791), routable. The usual choice on Ethernet.
 };
 
+/// "IB", "RoCE v1" or "RoCE v2".
 [[nodiscard]] std::string_view to_string(GidType type) noexcept;
 
 /// One valid entry of a port's GID table, with the network device it belongs to.

@@ -16,7 +16,9 @@ enum class PortState : std::uint8_t { nop, down, init, armed, active, active_def
 /// global route header (Ethernet, i.e. RoCE).
 enum class LinkLayer : std::uint8_t { unspecified, infiniband, ethernet };
 
+/// The verbs name in capitals: "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER", "NOP".
 [[nodiscard]] std::string_view to_string(PortState state) noexcept;
+/// "InfiniBand", "Ethernet" or "unspecified".
 [[nodiscard]] std::string_view to_string(LinkLayer layer) noexcept;
 
 /// Port number, 1-based as in verbs. Validated against the device when used.

@@ -61,6 +61,8 @@ enum class WorkOpcode : std::uint8_t {
   receive_rdma_with_immediate = IBV_WC_RECV_RDMA_WITH_IMM,
 };
 
+/// The enumerator's name ("send", "rdma_write", "receive", ...), or "opcode N" for a value
+/// the library does not know.
 [[nodiscard]] std::string to_string(WorkOpcode opcode);
 
 /// One work completion, as the device wrote it. Layout-compatible with ibv_wc so that polling

@@ -42,6 +42,7 @@ enum class SendOpcode : std::uint8_t {
 /// Size of the word an atomic operates on, and of its local result buffer.
 inline constexpr std::uint32_t kAtomicWordSize = 8;
 
+/// The enumerator's name: "send", "rdma_write_with_immediate", "atomic_fetch_and_add", ...
 [[nodiscard]] std::string_view to_string(SendOpcode opcode) noexcept;
 
 /// A send-queue work request. Made with the named constructors, adjusted with the flag setters,
