@@ -318,7 +318,8 @@ class ScopeBase {
 /// `post_send_with_immediate()`, `post_receive()`, `post_write()`,
 /// `post_write_with_immediate()`, `post_read()`, `post_fetch_add()`, `post_compare_swap()`,
 /// with Channel's arguments. Each returns a `PendingWork&` the scope keeps (poll or wait on
-/// it, or leave it to the scope); `size()` counts them. See docs/operations.md.
+/// it, or leave it to the scope); `size()` counts them. See
+/// [docs/operations.md](docs/operations.md).
 class ChannelScope : public detail::ScopeBase {
  public:
   ChannelScope(const ChannelScope&) = delete;
