@@ -21,7 +21,7 @@ namespace ibv {
 /// completion queue size between what the queues can hold and the device's max_cqe, a wait
 /// mode that sleeps only with a completion channel to sleep on (one is made when none is
 /// given), and at most one of shared_receive_queue and shared_receive_pool. Errors name the
-/// setting. See docs/channel.md for the story.
+/// setting. The story is in README.md, "Quick start: a Channel".
 struct ChannelSettings {
   /// The queue pair's settings (every knob of QueuePairBuilder).
   QueuePairSettings queue_pair;
