@@ -17,8 +17,8 @@
 # `package`).
 #
 # IBV_PACKAGE_DEB (ON in the package preset) also installs what Debian wants in every package:
-# /usr/share/doc/<package>/copyright and changelog.gz. Off, `cmake --install` installs no such
-# files.
+# /usr/share/doc/<package>/copyright and changelog.gz, and ibvcpp's manual page (made from its
+# help texts). Off, `cmake --install` installs no such files.
 option(IBV_PACKAGE_DEB "Install the Debian doc files (copyright, changelog) of each package" OFF)
 
 set(IBV_DEB_MAINTAINER "ibverbs-cpp maintainers <maintainers@users.noreply.a-seed-f5d8d464.example>")
@@ -48,6 +48,20 @@ if(IBV_PACKAGE_DEB)
             DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/${_ibv_package}"
             COMPONENT ${_ibv_component})
   endforeach()
+  # ibvcpp's manual page, from its help texts (cmake/IbvManPage.cmake).
+  if(TARGET ibvcpp)
+    set(_ibv_man "${PROJECT_BINARY_DIR}/debian/man/ibvcpp.1.gz")
+    add_custom_command(
+      OUTPUT "${_ibv_man}"
+      COMMAND "${CMAKE_COMMAND}" "-DIBVCPP=$<TARGET_FILE:ibvcpp>" "-DOUT=${_ibv_man}"
+              "-DVERSION=${PROJECT_VERSION}" "-DGZIP=${IBV_GZIP}" -P
+              "${PROJECT_SOURCE_DIR}/cmake/IbvManPage.cmake"
+      DEPENDS ibvcpp "${PROJECT_SOURCE_DIR}/cmake/IbvManPage.cmake"
+      COMMENT "ibvcpp.1 from ibvcpp's help texts"
+      VERBATIM)
+    add_custom_target(ibvcpp_manpage ALL DEPENDS "${_ibv_man}")
+    install(FILES "${_ibv_man}" DESTINATION "${CMAKE_INSTALL_MANDIR}/man1" COMPONENT tools)
+  endif()
   # The runtime package activates the ldconfig trigger (Debian policy 8.1.1) instead of calling
   # ldconfig from maintainer scripts, which CPack writes for a library unless the package brings
   # its own postinst and postrm: these do nothing.
