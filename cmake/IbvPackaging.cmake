@@ -19,7 +19,9 @@
 # IBV_PACKAGE_DEB (ON in the package preset) also installs what Debian wants in every package:
 # /usr/share/doc/<package>/copyright and changelog.gz, and ibvcpp's manual page (made from its
 # help texts). Off, `cmake --install` installs no such files.
-option(IBV_PACKAGE_DEB "Install the Debian doc files (copyright, changelog) of each package" OFF)
+option(IBV_PACKAGE_DEB
+       "Install the Debian doc files (copyright, changelog) and ibvcpp's manual page; cpack needs it"
+       OFF)
 
 set(IBV_DEB_MAINTAINER "ibverbs-cpp maintainers <maintainers@users.noreply.a-seed-f5d8d464.example>")
 set(IBV_DEB_RUNTIME "libibverbs-cpp${PROJECT_VERSION_MAJOR}")
