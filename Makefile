@@ -8,6 +8,7 @@
 #   make lint      clang-format --dry-run -Werror and clang-tidy over include/ src/ tests/ examples/
 #   make format    apply clang-format in place
 #   make install   build and install to PREFIX (default /usr/local)
+#   make package   Debian packages in build/debs/ (apt-get install ./build/debs/*.deb; see README)
 #   make clean     remove build/
 
 SHELL := /bin/bash
@@ -22,10 +23,10 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # cmake runs its own make: keep ours (flags, jobserver, "Entering directory") out of it.
 CMAKE := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
 
-.PHONY: help deps configure build test test-long demo fuzz lint format install clean
+.PHONY: help deps configure build test test-long demo fuzz lint format install package clean
 
 help:
-	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@scripts/install-deps
@@ -58,6 +59,10 @@ format: deps
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# Its own tree, build/package (the package preset: Release, /usr, library and ibvcpp only).
+package: deps
+	scripts/package build/debs
 
 clean:
 	rm -rf build
