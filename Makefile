@@ -9,6 +9,7 @@
 #   make format    apply clang-format in place
 #   make docs      the API reference (Doxygen, warnings fail) into build/docs/html
 #   make install   build and install to PREFIX (default /usr/local)
+#   make package   Debian packages in build/debs/ (apt-get install ./build/debs/*.deb; see README)
 #   make clean     remove build/
 
 SHELL := /bin/bash
@@ -23,10 +24,10 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # cmake runs its own make: keep ours (flags, jobserver, "Entering directory") out of it.
 CMAKE := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
 
-.PHONY: help deps configure build test test-long demo fuzz lint format docs install clean
+.PHONY: help deps configure build test test-long demo fuzz lint format docs install package clean
 
 help:
-	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@scripts/install-deps
@@ -63,6 +64,10 @@ docs: deps
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# Its own tree, build/package (the package preset: Release, /usr, library and ibvcpp only).
+package: deps
+	scripts/package build/debs
 
 clean:
 	rm -rf build

@@ -2,8 +2,9 @@
 // (unknown device 3, no server 4, TCP port in use 4, a size over the limit 2, settings that
 // differ 2 on both sides), `devices`, and a short real run of each of the six perf tests,
 // server and client on the test device over 127.0.0.1, with the JSON report checked, a run
-// with -R (queue pairs connected by rdma_cm at IBV_TEST_IP), and runs with a post list (-l)
-// and CQ moderation (-Q).
+// with -R (queue pairs connected by rdma_cm at IBV_TEST_IP), runs with a post list (-l)
+// and CQ moderation (-Q), and runs started by Open MPI's mpirun as a launched pair (the ranks
+// meet through PMIx; only rank 0 reports).
 //
 // The binary is looked up next to this test binary (build/<preset>/bin); the tests skip when it
 // was not built (IBV_BUILD_TOOLS=OFF). Every process runs under a hard timeout.
@@ -40,6 +41,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kToolProcessTimeout = 45s;  // hard limit for each ibvcpp process
 constexpr auto kToolListenTimeout = 15s;   // for a server to set up and listen
+constexpr auto kMpirunTimeout = 90s;       // mpirun with its ranks (launch costs seconds here)
 
 /// An ibvcpp process, stdout and stderr to their own files in `logs`, under kToolProcessTimeout.
 class Tool : public ChildProcess {
@@ -356,6 +358,61 @@ TEST_F(IbvcppTool, PostListAndCqModerationRun) {
   ASSERT_EQ(server_status, 0) << both;
   EXPECT_TRUE(contains(sender.out(), " Post List       : 8\n CQ Moderation   : 8\n")) << both;
   EXPECT_TRUE(contains(sender.out(), " 64         200")) << both;  // the row: size, iterations
+}
+
+// --- started by a launcher: mpirun -np 2 ibvcpp perf ... --------------------------------------
+
+/// `mpirun -np <ranks> ibvcpp perf <test> -d <device> -p <port> <extra>`, as root, with no
+/// server named: the ranks meet through PMIx.
+std::vector<std::string> mpirun_perf(const fs::path& tool, int ranks,
+                                     const std::vector<std::string>& test,
+                                     const std::string& device, std::uint16_t port,
+                                     const std::vector<std::string>& extra) {
+  std::vector<std::string> argv{
+      "mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+      "-np",    std::to_string(ranks), tool.string(),     "perf"};
+  argv.insert(argv.end(), test.begin(), test.end());
+  argv.insert(argv.end(), {"-d", device, "-p", std::to_string(port)});
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+TEST_F(IbvcppTool, MpirunRunsAPairThatReportsOnce) {
+  constexpr std::uint16_t kPort = 18681;
+  ChildProcess job(mpirun_perf(tool_, 2, {"write", "lat"}, device_, kPort,
+                               {"-x", gid_index_, "-n", "50", "--sizes", "2,4096", "--json"}),
+                   kMpirunTimeout, logs_.path() / "mpirun.out", logs_.path() / "mpirun.err");
+  ASSERT_EQ(job.wait(), 0) << job.describe();
+  // One JSON document: rank 0's (the server's); rank 1 prints nothing on stdout.
+  nlohmann::json doc;
+  ASSERT_NO_THROW(doc = nlohmann::json::parse(job.out())) << job.describe();
+  check_report(doc, RunCase{"write", "lat", {}, {2, 4096}, kPort}, "server", device_);
+  const std::string err = job.err();
+  const auto progress = err.find("bytes done (2 of 2)");
+  EXPECT_NE(progress, std::string::npos) << job.describe();
+  EXPECT_EQ(progress, err.rfind("bytes done (2 of 2)")) << "progress from both ranks\n"
+                                                        << job.describe();
+}
+
+TEST_F(IbvcppTool, MpirunPairConnectsWithRdmaCmAtAPublishedAddress) {
+  constexpr std::uint16_t kPort = 18682;
+  ChildProcess job(
+      mpirun_perf(tool_, 2, {"write", "bw"}, device_, kPort, {"-R", "-n", "50", "-s", "4096"}),
+      kMpirunTimeout, logs_.path() / "mpirun.out", logs_.path() / "mpirun.err");
+  ASSERT_EQ(job.wait(), 0) << job.describe();
+  EXPECT_TRUE(contains(job.out(), " rdma_cm QPs\t : ON\n")) << job.describe();
+  // The report is printed once: one header, one row.
+  const std::string out = job.out();
+  EXPECT_EQ(out.find("RDMA_Write BW Test"), out.rfind("RDMA_Write BW Test")) << job.describe();
+  EXPECT_TRUE(contains(out, " 4096       50 ")) << job.describe();
+}
+
+TEST_F(IbvcppTool, MpirunOfThreeRanksExits2NamingTheCount) {
+  ChildProcess job(mpirun_perf(tool_, 3, {"write", "bw"}, device_, 18683, {"-n", "50"}),
+                   kMpirunTimeout, logs_.path() / "mpirun.out", logs_.path() / "mpirun.err");
+  EXPECT_EQ(job.wait(), 2) << job.describe();
+  EXPECT_TRUE(contains(job.err(), "runs as 2 ranks")) << job.describe();
+  EXPECT_TRUE(contains(job.err(), "this job has 3")) << job.describe();
 }
 
 }  // namespace

@@ -109,6 +109,14 @@ TEST(IbvcppReport, HeaderOfAClient) {
   EXPECT_TRUE(contains(header, " Max inline data : 0[B]\n"));
   EXPECT_FALSE(contains(header, "RX depth"));
   EXPECT_FALSE(contains(header, "Outstand reads"));
+  EXPECT_TRUE(contains(header, " rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n"));
+}
+
+TEST(IbvcppReport, HeaderSaysWhenRdmaCmConnectedTheQueuePairs) {
+  auto info = write_bw_client();
+  info.rdma_cm = true;
+  const auto header = ibvcpp::format_header(info);
+  EXPECT_TRUE(contains(header, " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n")) << header;
 }
 
 TEST(IbvcppReport, HeaderOfAServerAndOfOtherTests) {

@@ -1,4 +1,5 @@
-// ibvcpp perf: the session. Opens and checks the device, connects over TCP, compares settings
+// ibvcpp perf: the session. Opens and checks the device, connects over TCP (started by a launcher
+// as 2 ranks, the ranks find each other through the bootstrap: launched.hpp), compares settings
 // with the peer, builds one Channel and one registered buffer per queue pair, exchanges
 // addresses, handshakes, then runs every size and prints the report. Each phase maps its
 // failures to its exit status: device 3, connection 4, settings 2, measurement 1.
@@ -13,8 +14,10 @@
 #include <utility>
 
 #include "ibv/ibv.hpp"
+#include "ibv/net/bootstrap_from_environment.hpp"
 #include "ibvcpp/engine.hpp"
 #include "ibvcpp/exit_code.hpp"
+#include "ibvcpp/launched.hpp"
 #include "ibvcpp/protocol.hpp"
 #include "ibvcpp/report.hpp"
 #include "ibvcpp/tcp.hpp"
@@ -24,6 +27,8 @@ namespace {
 
 /// How long a client retries a server that is not listening yet.
 constexpr std::chrono::seconds kConnectRetry{5};
+/// How long a launched client tries each address rank 0 published (it listens already).
+constexpr std::chrono::seconds kLaunchedDialPerHost{2};
 
 /// Runs `step`; any failure that is not a ToolError becomes one with `code`.
 template <typename Step>
@@ -48,8 +53,9 @@ struct DeviceSetup {
 
 DeviceSetup open_checked_device(const PerfOptions& options) {
   return in_phase(ExitCode::device, [&] {
-    ibv::Context context =
-        options.device ? ibv::open_device(*options.device) : ibv::open_first_active_device();
+    // Without -d: IBV_DEVICE (per local rank under a launcher), else the first active device.
+    ibv::Context context = options.device ? ibv::open_device(*options.device)
+                                          : ibv::net::open_device_from_environment();
     const ibv::PortNumber port_number{options.ib_port};
     const ibv::PortAttributes port = context.query_port(port_number);
     if (port.state != ibv::PortState::active) {
@@ -145,6 +151,7 @@ RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uin
   info.inline_size = options.test.verb == Verb::read ? 0 : options.inline_size;
   info.outstanding_reads = options.test.verb == Verb::read ? read_depth(device.attributes) : 0;
   info.report_gbits = options.report_gbits;
+  info.rdma_cm = options.rdma_cm;
   return info;
 }
 
@@ -180,6 +187,39 @@ void print(const std::string& text) {
   std::fflush(stdout);
 }
 
+/// The pair this process is one rank of, when a launcher started it as one (launched.hpp).
+std::optional<LaunchedPair> launched_pair(const PerfOptions& options) {
+  if (!in_phase(ExitCode::usage,
+                [&] { return runs_as_launched_pair(options, ibv::net::process_environment()); })) {
+    return std::nullopt;
+  }
+  return std::optional<LaunchedPair>(std::in_place, options);
+}
+
+/// The TCP connection: the server listens (a port in use fails here), the client dials. A
+/// launched client learns where from rank 0 and records the address it reached in
+/// `options.server` (-R connects there).
+Connection connect_tcp(PerfOptions& options, const DeviceSetup& device, LaunchedPair* launched) {
+  if (launched != nullptr && !launched->is_server()) {
+    const ServerAddresses server = launched->exchange(std::nullopt);
+    return dial_first(server, kLaunchedDialPerHost, options.server.emplace());
+  }
+  if (options.is_client()) {
+    return Connection::dial(*options.server, options.tcp_port, kConnectRetry);
+  }
+  Listener listener = Listener::open(options.tcp_port);
+  if (launched != nullptr) {
+    (void)launched->exchange(
+        ServerAddresses{options.tcp_port, local_addresses(device.context, options.ib_port)});
+  } else if (!options.json) {
+    print(
+        "\n************************************\n"
+        "* Waiting for client to connect... *\n"
+        "************************************\n");
+  }
+  return listener.accept(options.timeout);
+}
+
 }  // namespace
 
 namespace engine {
@@ -203,8 +243,13 @@ void abort_run(const std::string& message) {
 
 }  // namespace engine
 
-int run_perf(const PerfOptions& options) {
-  const bool client = options.is_client();
+int run_perf(const PerfOptions& given_options) {
+  // Under a launcher, rank 1 becomes the client of rank 0 once it knows where rank 0 listens.
+  std::optional<LaunchedPair> launched = launched_pair(given_options);
+  PerfOptions options = given_options;
+  const bool client = launched ? !launched->is_server() : options.is_client();
+  // Only one rank of a launched pair prints: the report (or JSON document) stays whole.
+  const bool report = !launched || launched->is_server();
   const DeviceSetup device = open_checked_device(options);
 
   const ibv::ProtectionDomain pd =
@@ -218,20 +263,8 @@ int run_perf(const PerfOptions& options) {
     });
   }
 
-  // The TCP connection: the server listens (a port in use fails here), the client dials.
   std::optional<Connection> connection;
-  if (client) {
-    connection.emplace(Connection::dial(*options.server, options.tcp_port, kConnectRetry));
-  } else {
-    Listener listener = Listener::open(options.tcp_port);
-    if (!options.json) {
-      print(
-          "\n************************************\n"
-          "* Waiting for client to connect... *\n"
-          "************************************\n");
-    }
-    connection.emplace(listener.accept(options.timeout));
-  }
+  connection.emplace(connect_tcp(options, device, launched ? &*launched : nullptr));
   connection->set_io_timeout(options.timeout);
 
   // Settings: both sides must run the same test; the path MTU is the smaller of the two.
@@ -279,7 +312,7 @@ int run_perf(const PerfOptions& options) {
   });
 
   const RunInfo info = run_info(options, device, mtu, qps);
-  if (!options.json) {
+  if (report && !options.json) {
     std::string text = format_header(info);
     for (std::size_t i = 0; i < qps.size(); ++i) {
       text += " local address: " + describe(addresses[i]) + "\n";
@@ -300,19 +333,19 @@ int run_perf(const PerfOptions& options) {
     const std::uint64_t size = options.sizes[i];
     if (options.test.measure == Measure::bw) {
       bw_results.push_back(engine::run_bw(session, size));
-      if (!options.json) print(format_row(bw_results.back(), options.report_gbits));
+      if (report && !options.json) print(format_row(bw_results.back(), options.report_gbits));
     } else {
       lat_results.push_back(engine::run_lat(session, size));
-      if (!options.json) print(format_row(lat_results.back()));
+      if (report && !options.json) print(format_row(lat_results.back()));
     }
-    if (options.sizes.size() > 1) {
+    if (report && options.sizes.size() > 1) {
       std::fputs(format_progress(options.test, size, i + 1, options.sizes.size()).c_str(), stderr);
     }
   }
-  if (options.json) {
+  if (report && options.json) {
     print(options.test.measure == Measure::bw ? format_json(info, bw_results)
                                               : format_json(info, lat_results));
-  } else {
+  } else if (report) {
     print(result_line());
   }
   return static_cast<int>(ExitCode::ok);

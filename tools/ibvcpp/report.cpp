@@ -81,8 +81,8 @@ std::string format_header(const RunInfo& info) {
   } else {
     text += format_text(" Max inline data : %u[B]\n", info.inline_size);
   }
-  text += " rdma_cm QPs\t : OFF\n";
-  text += " Data ex. method : Ethernet\n";
+  text += info.rdma_cm ? " rdma_cm QPs\t : ON\n" : " rdma_cm QPs\t : OFF\n";
+  text += info.rdma_cm ? " Data ex. method : rdma_cm\n" : " Data ex. method : Ethernet\n";
   text += result_line();
   return text;
 }

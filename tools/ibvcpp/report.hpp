@@ -32,6 +32,7 @@ struct RunInfo {
   std::uint32_t inline_size = 0;        ///< Send and write tests.
   std::uint32_t outstanding_reads = 0;  ///< Read tests.
   bool report_gbits = false;
+  bool rdma_cm = false;  ///< -R: the queue pairs were connected by rdma_cm.
 };
 
 /// One row of a bandwidth test.
