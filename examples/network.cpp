@@ -11,7 +11,7 @@
 // `mpirun -np 4 network` works with no configuration at all (PMIx); so does
 // `IBV_BOOTSTRAP=node01:18515 srun -n 4 network`. With --config each rank opens the device its
 // host entry names ("ibdev") and listens on its "port"; otherwise it opens IBV_DEVICE or the
-// first active device. The rank and world size come from the launcher, else --rank / --world.
+// first active device. The rank and world size come from --rank / --world, else the launcher.
 #include <algorithm>
 #include <array>
 #include <chrono>

@@ -29,11 +29,18 @@ constexpr std::string_view kDevice = "open_device_from_environment";
               "address rank 0 listens on) on every rank; or give a hosts file");
 }
 
-// This rank and the world size: from the launcher's variables, else from `choice`.
+// This rank and the world size: what the caller gave (an explicit --rank means what it says),
+// else the launcher's variables.
 LauncherRank rank_and_size(const BootstrapChoice& choice, const EnvironmentLookup& lookup,
                            std::string_view needed_by) {
-  if (auto launcher = rank_from_launcher(lookup)) return *launcher;
-  if (!choice.rank || !choice.world_size) {
+  const auto launcher = rank_from_launcher(lookup);
+  const auto rank = choice.rank ? choice.rank
+                    : launcher  ? std::optional(launcher->rank)
+                                : std::nullopt;
+  const auto size = choice.world_size ? choice.world_size
+                    : launcher        ? std::optional(launcher->size)
+                                      : std::nullopt;
+  if (!rank || !size) {
     throw Error(ErrorKind::invalid_argument, kChoose, EINVAL,
                 std::string(needed_by) +
                     " needs this process's rank and the world size, and neither a launcher "
@@ -41,11 +48,15 @@ LauncherRank rank_and_size(const BootstrapChoice& choice, const EnvironmentLooku
                     "the caller gave them",
                 "start the job with a launcher, or pass the rank and the world size");
   }
-  if (*choice.rank >= *choice.world_size) {
-    throw_invalid_argument(kChoose, "rank " + std::to_string(*choice.rank),
-                           "is not below the world size " + std::to_string(*choice.world_size));
+  if (*rank >= *size) {
+    throw_invalid_argument(kChoose, "rank " + std::to_string(*rank),
+                           "is not below the world size " + std::to_string(*size));
   }
-  return {.rank = *choice.rank, .size = *choice.world_size, .source = "the caller"};
+  if (!launcher) return {.rank = *rank, .size = *size, .source = "the caller"};
+  const bool overridden = choice.rank || choice.world_size;
+  return {.rank = *rank,
+          .size = *size,
+          .source = overridden ? "the caller (over " + launcher->source + ")" : launcher->source};
 }
 
 std::unique_ptr<Bootstrap> hosts_file(const BootstrapChoice& choice,
@@ -57,7 +68,11 @@ std::unique_ptr<Bootstrap> hosts_file(const BootstrapChoice& choice,
   }
   NetworkConfig config = NetworkConfig::from_file(*choice.hosts_file);
   std::uint32_t rank = 0;
-  if (const auto launcher = rank_from_launcher(lookup)) {
+  if (auto launcher = rank_from_launcher(lookup)) {
+    if (choice.rank) {  // the caller's rank wins; the launcher's world size is still checked
+      launcher->rank = *choice.rank;
+      launcher->source = "the caller (over " + launcher->source + ")";
+    }
     check_against(*launcher, config);
     rank = launcher->rank;
   } else if (choice.rank) {

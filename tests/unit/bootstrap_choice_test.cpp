@@ -91,6 +91,29 @@ TEST(BootstrapChoice, ARendezvousWithoutALauncherTakesTheCallersRankOrSaysWhatIs
       [&] { (void)choose(environment, {.rank = 4, .world_size = 4}); }, {"rank 4"}));
 }
 
+TEST(BootstrapChoice, TheCallersRankAndWorldSizeWinOverTheLaunchers) {
+  Environment environment = kOpenMpiRank1Of3;
+  environment["IBV_BOOTSTRAP"] = "node01:18515";
+  const auto both = choose(environment, {.rank = 2, .world_size = 4});
+  EXPECT_EQ(both->rank(), 2U);
+  EXPECT_EQ(both->world_size(), 4U);
+  const auto rank_only = choose(environment, {.rank = 0});
+  EXPECT_EQ(rank_only->rank(), 0U);
+  EXPECT_EQ(rank_only->world_size(), 3U);  // the launcher's
+  EXPECT_TRUE(throws_invalid_argument([&] { (void)choose(environment, {.rank = 3}); },
+                                      {"rank 3", "world size 3"}));
+  // With a hosts file: the caller's rank, and the launcher's world size still checked.
+  const HostsFile hosts(3);
+  {
+    const auto exchanger = choose(kOpenMpiRank1Of3, {.hosts_file = hosts.path(), .rank = 2});
+    EXPECT_EQ(exchanger->rank(), 2U);
+  }
+  const HostsFile two_hosts(2);
+  EXPECT_TRUE(throws_invalid_argument(
+      [&] { (void)choose(kOpenMpiRank1Of3, {.hosts_file = two_hosts.path(), .rank = 0}); },
+      {"started 3 processes", "2 hosts"}));
+}
+
 TEST(BootstrapChoice, AnIbvBootstrapValueThatIsNoneOfTheWaysIsQuotedBriefly) {
   EXPECT_TRUE(throws_invalid_argument(
       [&] {

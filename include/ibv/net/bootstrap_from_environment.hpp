@@ -23,9 +23,11 @@ struct BootstrapChoice {
   /// A hosts file (NetworkConfig JSON) given by the user: used unless IBV_BOOTSTRAP says
   /// otherwise.
   std::optional<std::filesystem::path> hosts_file{};
-  /// This rank, when no launcher variable says it (the hosts file and the rendezvous need it).
+  /// This rank (the hosts file and the rendezvous need it). When set it wins over the
+  /// launcher's variables, as an explicit `--rank` should; unset, the launcher's rank is used.
+  /// PMIx ignores it (the launcher's PMIx server knows every rank).
   std::optional<std::uint32_t> rank{};
-  /// The world size, when no launcher variable says it (the rendezvous needs it).
+  /// The world size (the rendezvous needs it); set, it wins over the launcher's like `rank`.
   std::optional<std::uint32_t> world_size{};
   /// Bound of every collective of the bootstrap made (and of reaching the others); positive.
   Duration timeout{std::chrono::seconds(30)};
@@ -33,10 +35,11 @@ struct BootstrapChoice {
 
 /// The Bootstrap this process was started for, first match wins:
 ///  1. IBV_BOOTSTRAP=host:port (or [v6]:port): a Rendezvous with that root; rank and world
-///     size from the launcher's variables (rank_from_launcher()), else from `choice`.
+///     size from `choice`, else from the launcher's variables (rank_from_launcher()).
 ///  2. IBV_BOOTSTRAP=pmix: a PmixBootstrap.
 ///  3. IBV_BOOTSTRAP=hosts, or unset with choice.hosts_file: the Exchanger of that hosts file;
-///     the rank from the launcher, else from `choice`, checked against the file.
+///     the rank from `choice`, else from the launcher, checked against the file (and the
+///     launcher's world size against its number of ranks).
 ///  4. unset, and a PMIx launcher started this process (PmixBootstrap::launched_by_pmix()):
 ///     a PmixBootstrap.
 /// Throws ibv::Error: invalid_argument when nothing applies (the message lists the three
