@@ -420,7 +420,7 @@ std::vector<std::vector<std::byte>> Rendezvous::State::root_result(
 void Rendezvous::State::accept_all() {
   while (auto link =
              detail::accept_link(listener_, operation_, "accept() on the rendezvous port")) {
-    detail::make_room(strays_, kMaxStrays);
+    detail::make_room(strays_, kMaxStrays + world_);  // every member dials the root
     strays_.push_back(std::move(*link));
     serve_stray(strays_.size() - 1);  // its hello may be here already
   }

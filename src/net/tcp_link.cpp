@@ -273,12 +273,22 @@ void Dial::failed(int errno_value, Clock::time_point now, Duration retry_interva
   next_attempt_ = round_done ? now + backoff(retry_interval) : now;
 }
 
+Duration dial_pause_limit(std::size_t dials, std::size_t local_ranks) noexcept {
+  const double seconds =
+      static_cast<double>(dials) * static_cast<double>(local_ranks) / kMachineDialRate;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(std::clamp(seconds, 1.0, 10.0)));
+}
+
 Duration Dial::backoff(Duration retry_interval) {
-  // Each pause half as long again as the one before, up to a second (or retry_interval when
+  // Each pause half as long again as the one before, up to the limit (or retry_interval when
   // that is longer), spread over 75-125 %: hundreds of ranks that dial one port that is not
-  // up yet do not come back in step, and a port that stays shut costs few attempts.
-  const Duration longest = std::max<Duration>(retry_interval, std::chrono::seconds(1));
-  pause_ = pause_.count() == 0 ? retry_interval : std::min<Duration>(pause_ * 3 / 2, longest);
+  // up yet do not come back in step, and a port that stays shut costs few attempts. A long
+  // limit also starts the pauses higher (a sixteenth of it), so that the crowd backs off in a
+  // few rounds, not in a dozen.
+  const Duration longest = std::max(retry_interval, pause_limit_);
+  pause_ = pause_.count() == 0 ? std::max<Duration>(retry_interval, longest / 16)
+                               : std::min<Duration>(pause_ * 3 / 2, longest);
   if (!random_.has_value()) {
     random_.emplace(static_cast<std::uint_fast32_t>(::getpid()) * 2654435761U ^
                     static_cast<std::uint_fast32_t>(port_));

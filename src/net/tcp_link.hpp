@@ -31,7 +31,9 @@ using Clock = std::chrono::steady_clock;
 /// A connection attempt that gets no answer this long is abandoned (the next address, or a
 /// retry, may do better than a host that drops our SYNs).
 inline constexpr std::chrono::milliseconds kConnectAttemptLimit{3000};
-/// Connections accepted but not yet identified by a hello, at most (see make_room()).
+/// Connections accepted but not yet identified by a hello, at most, beyond the ranks that may
+/// legitimately dial us at once (see make_room()): every one of them may be connected and not
+/// have said hello yet when hundreds start together, and closing one fails that rank.
 inline constexpr std::size_t kMaxStrays = 64;
 /// A timeout message explains at most this many of the ranks it waited for.
 inline constexpr std::size_t kMaxReasons = 4;
@@ -114,13 +116,27 @@ struct ListenRequest {
 
 struct Link;
 
+/// Connection attempts a second that the dials of all processes on one machine together stay
+/// under once they have backed off (dial_pause_limit()): a refused attempt costs a socket,
+/// a connect and a close in the kernel, and hundreds of ranks retrying hundreds of peers would
+/// starve the processes that are still starting (bench/bootstrap/notes.md).
+inline constexpr double kMachineDialRate = 20'000.0;
+/// The longest pause between a dial's rounds (the cap of Dial's back-off), for a process that
+/// retries `dials` peers while `local_ranks` processes of the job share its machine: at least
+/// a second, so that small jobs connect as soon as a peer listens; longer when
+/// dials x local_ranks attempts a second would pass kMachineDialRate; at most 10 s.
+[[nodiscard]] Duration dial_pause_limit(std::size_t dials, std::size_t local_ranks) noexcept;
+
 /// The state of one outgoing connection that is retried until it succeeds: the peer's
 /// addresses (resolved again at every attempt until they resolve), which to try next, and what
 /// the attempts met, for the message of a timeout.
 class Dial {
  public:
   Dial() = default;
-  Dial(std::string host, std::uint16_t port) : host_(std::move(host)), port_(port) {}
+  /// Dials `host`:`port`, pausing between rounds of failed attempts from the retry interval up
+  /// to `pause_limit` (or the retry interval when that is longer).
+  Dial(std::string host, std::uint16_t port, Duration pause_limit = std::chrono::seconds(1))
+      : host_(std::move(host)), port_(port), pause_limit_(pause_limit) {}
 
   /// Starts a non-blocking connect() to the next address when one is due, into `link` (its
   /// descriptor, address, `connecting` and start time): true when it connected at once, so that
@@ -153,6 +169,7 @@ class Dial {
   unsigned refused_ = 0;
   int last_errno_ = 0;
   std::string resolve_failure_;  // why the host name did not resolve, if it did not
+  Duration pause_limit_ = std::chrono::seconds(1);
   Duration pause_{};
   std::optional<std::minstd_rand> random_;
 };
