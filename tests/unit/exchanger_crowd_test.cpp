@@ -1,7 +1,8 @@
 // Tests ibv::net::Exchanger against 16 raw clients that reach its port at once, on loopback: 16
 // that connect and hang up or stay silent do not hold up an exchange with the real peer; 16 that
 // each send a different kind of garbage fail the exchange promptly with a protocol error that
-// names a connection, close every one of them, and leak no descriptor.
+// names a connection, close every one of them, and leak no descriptor. And 99 lower ranks that
+// are all connected before any of them says hello (more than kMaxStrays at once) are all heard.
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -108,6 +109,36 @@ void crowd(std::uint16_t port, Attack attack) {
     });
   }
   for (std::jthread& client : clients) client.join();
+}
+
+TEST(ExchangerCrowd, NinetyNineLowerRanksConnectedBeforeAnyHelloAreAllHeard) {
+  // The highest rank of 100: every other rank dials it. Here they are raw clients that all
+  // connect, wait until it has accepted every connection, and only then say hello and send
+  // their data, as hundreds of ranks starting at once on a busy machine may.
+  constexpr std::uint32_t kWorld = 100;
+  const NetworkConfig config = loopback_network(kWorld);
+  const std::uint16_t port = config.host(kWorld - 1).port;
+  Exchanger highest(config, kWorld - 1, test_options());
+  Exchange result;
+  std::jthread exchange = start_exchange(highest, text("from the top"), result);
+  std::vector<Socket> lower;
+  for (std::uint32_t rank = 0; rank + 1 < kWorld; ++rank) lower.push_back(connect_to(port));
+  const auto accepted_by = Clock::now() + kPrompt;
+  while (pending_connections(port) > 0 && Clock::now() < accepted_by) std::this_thread::yield();
+  ASSERT_EQ(pending_connections(port), 0U) << "the exchanger did not accept the connections";
+  for (std::uint32_t rank = 0; rank + 1 < kWorld; ++rank) {
+    const Bytes payload = text("rank " + std::to_string(rank));
+    send_all(lower[rank],
+             concat({hello(rank, kWorld),
+                     data(rank, kWorld, 0, static_cast<std::uint32_t>(payload.size())), payload}));
+  }
+  exchange.join();
+  ASSERT_FALSE(result.error.has_value()) << result.error->what();
+  ASSERT_TRUE(result.other.empty()) << result.other;
+  ASSERT_TRUE(result.received.has_value());
+  for (std::uint32_t rank = 0; rank + 1 < kWorld; ++rank) {
+    EXPECT_EQ(result.received->at(rank), text("rank " + std::to_string(rank))) << rank;
+  }
 }
 
 TEST(ExchangerCrowd, SixteenProbesAndSilentClientsAtOnceDoNotHoldUpTheExchange) {
