@@ -4,7 +4,7 @@
 // server and client on the test device over 127.0.0.1, with the JSON report checked, a run
 // with -R (queue pairs connected by rdma_cm at IBV_TEST_IP), runs with a post list (-l)
 // and CQ moderation (-Q), and runs started by Open MPI's mpirun as a launched pair (the ranks
-// meet through PMIx; only rank 0 reports).
+// meet through PMIx, or the rendezvous in a build without PMIx; only rank 0 reports).
 //
 // The binary is looked up next to this test binary (build/<preset>/bin); the tests skip when it
 // was not built (IBV_BUILD_TOOLS=OFF). Every process runs under a hard timeout.
@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device_fixture.hpp"
+#include "ibv/net/pmix_bootstrap.hpp"
 #include "support/child_process.hpp"
 #include "support/text.hpp"
 
@@ -363,14 +364,19 @@ TEST_F(IbvcppTool, PostListAndCqModerationRun) {
 // --- started by a launcher: mpirun -np 2 ibvcpp perf ... --------------------------------------
 
 /// `mpirun -np <ranks> ibvcpp perf <test> -d <device> -p <port> <extra>`, as root, with no
-/// server named: the ranks meet through PMIx.
+/// server named: the ranks meet through PMIx, or, in a build without PMIx (the asan tree),
+/// through the rendezvous (IBV_BOOTSTRAP=127.0.0.1:<port + 100>).
 std::vector<std::string> mpirun_perf(const fs::path& tool, int ranks,
                                      const std::vector<std::string>& test,
                                      const std::string& device, std::uint16_t port,
                                      const std::vector<std::string>& extra) {
-  std::vector<std::string> argv{
-      "mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
-      "-np",    std::to_string(ranks), tool.string(),     "perf"};
+  std::vector<std::string> argv{"mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to",
+                                "none"};
+  if (!ibv::net::PmixBootstrap::built_in()) {
+    argv.insert(argv.begin(), {"env", "IBV_BOOTSTRAP=127.0.0.1:" + std::to_string(port + 100)});
+    argv.insert(argv.end(), {"-x", "IBV_BOOTSTRAP"});
+  }
+  argv.insert(argv.end(), {"-np", std::to_string(ranks), tool.string(), "perf"});
   argv.insert(argv.end(), test.begin(), test.end());
   argv.insert(argv.end(), {"-d", device, "-p", std::to_string(port)});
   argv.insert(argv.end(), extra.begin(), extra.end());
