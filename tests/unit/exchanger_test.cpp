@@ -474,6 +474,21 @@ TEST(Exchanger, APeerThatClosesDuringAnExchangeIsAConnectionErrorThenTheExchange
                             "closed the connection", "make a new Exchanger"}));
 }
 
+TEST(Exchanger, ARankThatLeavesDuringTheBootstrapIsNamedOnEveryOtherRankPromptly) {
+  const NetworkConfig config = loopback_network(4);
+  const auto outcomes = run_ranks(4, [&](std::uint32_t rank) {
+    Exchanger exchanger(config, rank, test_options());
+    static_cast<void>(exchanger.exchange(rank));  // the mesh is up
+    if (rank == 2) return;  // leaves: its connections close while the others wait for it
+    static_cast<void>(exchanger.exchange(rank));
+  });
+  EXPECT_FALSE(outcomes[2].error.has_value()) << outcomes[2].error->what();
+  for (const std::uint32_t rank : {0U, 1U, 3U}) {
+    EXPECT_TRUE(has_error(outcomes[rank], ErrorKind::connection, {"rank 2 "})) << "rank " << rank;
+    EXPECT_LT(outcomes[rank].elapsed, kPrompt) << "rank " << rank << " waited for the deadline";
+  }
+}
+
 TEST(Exchanger, AnEntryThatDoesNotDecodeNamesTheRankAndLeavesTheExchangerUsable) {
   const NetworkConfig config = loopback_network(2);
   std::optional<ibv::Error> decode_error;
