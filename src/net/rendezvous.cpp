@@ -15,13 +15,16 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <climits>
 #include <exception>
 #include <limits>
 #include <optional>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "detail/big_endian.hpp"
 #include "detail/brief_quote.hpp"
@@ -52,6 +55,10 @@ constexpr std::size_t kMaxAbortText = 2048;
 // How much longer than the timeout a connected member waits for the root's answer: the root's
 // account of a failure is worth more than a member's own "the root did not answer".
 constexpr std::chrono::seconds kRootGrace{2};
+// How long a root that failed before its deadline keeps its port open to tell ranks that had
+// not reached it yet why (they would otherwise find the port closed and wait out their timeout
+// on "refused"). It stops as soon as every rank has been told.
+constexpr std::chrono::seconds kRootLinger{2};
 
 std::string_view operation_name(std::uint8_t operation) {
   switch (operation) {
@@ -224,6 +231,9 @@ class Rendezvous::State {
                                           std::span<const std::vector<std::byte>> entries);
   // Closes everything; the root first tells every connected member `error`.
   void fail(const std::exception& error) noexcept;
+  // The root, after a failure: tells the ranks that connect until every rank has been told or
+  // `until`, each one `abort`, then closes them.
+  void tell_latecomers(std::span<const std::byte> abort, Clock::time_point until);
 
   std::string poison;  // what() of the failure that made this Rendezvous unusable
 
@@ -714,8 +724,14 @@ void Rendezvous::State::fail(const std::exception& error) noexcept {
             ::send(link.fd.get(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT));
       };
       for (const Link& link : members_) tell(link);
-      for (const Link& link : strays_) {
-        if (link.in.header_got > 0) tell(link);
+      // Unidentified connections are ranks that have not said hello yet, or strangers, whom
+      // an abort does not hurt.
+      for (const Link& link : strays_) tell(link);
+      const auto* known = dynamic_cast<const Error*>(&error);
+      if (known == nullptr || known->kind() != ErrorKind::timeout) {
+        // A timeout gave the missing ranks all the time there was; any other failure may be
+        // quicker than ranks that are still starting.
+        tell_latecomers(message, std::min(deadline_, Clock::now() + kRootLinger));
       }
     } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory; the close still tells them
     }
@@ -724,6 +740,45 @@ void Rendezvous::State::fail(const std::exception& error) noexcept {
   for (Link& link : members_) link.fd.reset();
   strays_.clear();
   root_link_.fd.reset();
+}
+
+void Rendezvous::State::tell_latecomers(std::span<const std::byte> abort, Clock::time_point until) {
+  const auto connected = [](const Link& link) { return link.fd.valid(); };
+  std::size_t told = static_cast<std::size_t>(std::ranges::count_if(members_, connected)) +
+                     static_cast<std::size_t>(std::ranges::count_if(strays_, connected));
+  std::vector<Fd> latecomers;
+  while (told + 1 < world_ && listener_.valid()) {
+    pollfd entry{.fd = listener_.get(), .events = POLLIN, .revents = 0};
+    const int ready = ::poll(&entry, 1, poll_ms(until));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return;  // `until`, or poll() failed: the close tells the rest
+    while (told + 1 < world_) {
+      Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd.valid()) break;
+      static_cast<void>(::send(fd.get(), abort.data(), abort.size(), MSG_NOSIGNAL | MSG_DONTWAIT));
+      ::shutdown(fd.get(), SHUT_WR);
+      latecomers.push_back(std::move(fd));
+      ++told;
+    }
+  }
+  // Keep each latecomer until it closes (it reads the abort and fails): closing a socket with
+  // its hello unread would reset the connection, and the reset can overtake the abort.
+  std::vector<pollfd> open;
+  for (const Fd& fd : latecomers) open.push_back({.fd = fd.get(), .events = POLLIN, .revents = 0});
+  std::array<std::byte, 512> sink{};
+  while (!open.empty()) {
+    const int ready = ::poll(open.data(), open.size(), poll_ms(until));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return;
+    std::erase_if(open, [&](const pollfd& entry) {
+      if (entry.revents == 0) return false;
+      ssize_t got = 0;
+      do {
+        got = ::recv(entry.fd, sink.data(), sink.size(), MSG_DONTWAIT);
+      } while (got > 0);
+      return got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    });
+  }
 }
 
 // --- Rendezvous --------------------------------------------------------------------------------

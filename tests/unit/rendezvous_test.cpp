@@ -11,7 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -214,13 +217,36 @@ TEST(Rendezvous, ARootThatNeverComesUpIsATimeoutNamingItsAddress) {
 TEST(Rendezvous, ARankWithAnotherWorldSizeFailsEveryRank) {
   const RootAddress root = free_root();
   const auto outcomes = run_ranks(3, [&](std::uint32_t rank, auto&) {
-    // Late, so that the others have reached the root before it fails and closes its port.
-    if (rank == 2) std::this_thread::sleep_for(300ms);
+    // Whenever rank 2 comes, the root tells every rank why it failed: also those that reach
+    // it after the failure (it keeps its port open until each has been told).
     Rendezvous bootstrap(root, rank, rank == 2 ? 4 : 3, options());
     bootstrap.barrier();
   });
   expect_failed(outcomes, {0, 1}, ErrorKind::protocol, "has a world size of 4 but ours is 3");
   // Rank 2 hears it from the root, whose header says 3.
+  expect_failed(outcomes, {2}, ErrorKind::protocol, "world size");
+}
+
+TEST(Rendezvous, ARankThatReachesTheRootAfterItFailedIsToldWhy) {
+  const RootAddress root = free_root();
+  std::promise<void> rank2_ended;
+  const std::shared_future<void> rank2_failed = rank2_ended.get_future().share();
+  const auto outcomes = run_ranks(3, [&](std::uint32_t rank, auto&) {
+    if (rank == 2) {  // another world size: the root fails on its hello
+      const auto signal = std::unique_ptr<std::promise<void>, void (*)(std::promise<void>*)>(
+          &rank2_ended, [](std::promise<void>* ended) { ended->set_value(); });
+      Rendezvous bootstrap(root, 2, 4, options());
+      bootstrap.barrier();
+      return;
+    }
+    if (rank == 1 && rank2_failed.wait_for(kTimeout) != std::future_status::ready) {
+      throw std::runtime_error("rank 2 did not end");
+    }
+    Rendezvous bootstrap(root, rank, 3, options());
+    bootstrap.barrier();
+  });
+  // Rank 1 came after the root had failed, and heard its reason, not a closed port.
+  expect_failed(outcomes, {0, 1}, ErrorKind::protocol, "has a world size of 4 but ours is 3");
   expect_failed(outcomes, {2}, ErrorKind::protocol, "world size");
 }
 
@@ -246,7 +272,6 @@ TEST(Rendezvous, RanksThatCallDifferentCollectivesFailWithBothNamed) {
 TEST(Rendezvous, ADuplicateRankFailsTheJob) {
   const RootAddress root = free_root();
   const auto outcomes = run_ranks(3, [&](std::uint32_t rank, auto&) {
-    if (rank == 2) std::this_thread::sleep_for(300ms);  // the first rank 1 is in by then
     Rendezvous bootstrap(root, rank == 2 ? 1 : rank, 3, options());
     bootstrap.barrier();
   });
