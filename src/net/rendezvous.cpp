@@ -764,6 +764,7 @@ void Rendezvous::State::tell_latecomers(std::span<const std::byte> abort, Clock:
   // Keep each latecomer until it closes (it reads the abort and fails): closing a socket with
   // its hello unread would reset the connection, and the reset can overtake the abort.
   std::vector<pollfd> open;
+  open.reserve(latecomers.size());
   for (const Fd& fd : latecomers) open.push_back({.fd = fd.get(), .events = POLLIN, .revents = 0});
   std::array<std::byte, 512> sink{};
   while (!open.empty()) {
