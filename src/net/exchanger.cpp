@@ -118,6 +118,9 @@ struct Exchanger::State {
   // One exchange: `outgoing[peer]` goes to peer (the entry at our rank is ignored).
   std::vector<std::vector<std::byte>> run(std::span<const std::span<const std::byte>> outgoing);
   void close_all() noexcept;
+  // Sends every connected peer that is not mid-way through a message of ours an abort carrying
+  // `error`, best effort, so that its error names the cause and not just our close.
+  void tell_peers(const std::exception& error) const noexcept;
 
   std::vector<HostConfig> hosts;
   std::uint32_t rank;
@@ -160,9 +163,13 @@ struct Exchanger::State {
             .receiver_rank = rank,
             .sender_rank = sender,
             .sequence = sequence,
-            .max_payload = options.max_message_size,
+            // A data message, or the abort of a peer that failed (its error, up to 2 kB).
+            .max_payload = kind == MessageKind::data
+                               ? std::max(options.max_message_size, detail::kMaxAbortPayload)
+                               : options.max_message_size,
             .peer = peer,
-            .operation = kExchange};
+            .operation = kExchange,
+            .accept_abort = kind == MessageKind::data};
   }
 
   void open_listener();
@@ -239,6 +246,29 @@ void Exchanger::State::open_listener() {
     }
   }
   listener = listen_on("*");
+}
+
+void Exchanger::State::tell_peers(const std::exception& error) const noexcept {
+  try {
+    const std::vector<std::byte> payload = detail::abort_payload(error);
+    const auto head = MessageHeader{.kind = MessageKind::abort,
+                                    .sender_rank = rank,
+                                    .world_size = world(),
+                                    .sequence = sequence,
+                                    .payload_length = static_cast<std::uint32_t>(payload.size())}
+                          .encode();
+    std::vector<std::byte> message(head.begin(), head.end());
+    message.insert(message.end(), payload.begin(), payload.end());
+    for (std::uint32_t peer = 0; peer < world(); ++peer) {
+      const Link& link = peers[peer];
+      // Mid-way through our message, the peer would read the abort as the rest of it.
+      if (peer == rank || !link.fd.valid() || link.connecting) continue;
+      if (link.head_sent != 0 && !link.flushed()) continue;
+      static_cast<void>(
+          ::send(link.fd.get(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT));
+    }
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory; the close still tells them
+  }
 }
 
 void Exchanger::State::close_all() noexcept {
@@ -335,7 +365,13 @@ void Exchanger::State::read_peer(std::uint32_t peer) {
   if (link.received) return;
   switch (link.receive(expectation(MessageKind::data, peer, link.name))) {
     case Progress::waiting: return;
-    case Progress::complete: link.received = true; return;
+    case Progress::complete:
+      link.received = true;
+      if (link.in.parsed->kind == MessageKind::abort) {
+        detail::throw_abort(link.in.payload, kExchange,
+                            link.name + " failed during exchange " + std::to_string(sequence));
+      }
+      return;
     case Progress::closed:
       throw Error(ErrorKind::connection, kExchange, ECONNRESET,
                   link.name + " closed the connection " + link.received_so_far() +
@@ -569,6 +605,7 @@ std::vector<std::vector<std::byte>> Exchanger::run(
     return state_->run(outgoing);
   } catch (const std::exception& error) {
     state_->poison = error.what();
+    state_->tell_peers(error);
     state_->close_all();
     throw;
   } catch (...) {

@@ -50,8 +50,6 @@ constexpr std::uint8_t kAllGather = 1;
 constexpr std::uint8_t kAllToAll = 2;
 constexpr std::uint8_t kBarrier = 3;
 
-// The most of its own error the root quotes in an abort.
-constexpr std::size_t kMaxAbortText = 2048;
 // How much longer than the timeout a connected member waits for the root's answer: the root's
 // account of a failure is worth more than a member's own "the root did not answer".
 constexpr std::chrono::seconds kRootGrace{2};
@@ -625,7 +623,7 @@ void Rendezvous::State::poll_member(Clock::time_point wake) {
 void Rendezvous::State::read_answer() {
   const std::size_t most = std::max(encoded_size(root_entries(collective_, world_),
                                                  std::size_t{world_} * options_.max_message_size),
-                                    kMaxAbortText + 5);
+                                    detail::kMaxAbortPayload);
   switch (root_link_.receive(expectation(MessageKind::data, 0, root_link_.name, most))) {
     case Progress::waiting: return;
     case Progress::complete: root_link_.received = true; break;
@@ -654,23 +652,10 @@ void Rendezvous::State::finish_connect() {
 }
 
 void Rendezvous::State::throw_abort() const {
-  const std::vector<std::byte>& payload = root_link_.in.payload;
-  ErrorKind kind = ErrorKind::protocol;
-  int error = ECONNABORTED;
-  std::string text = "(no reason given)";
-  if (payload.size() >= 5) {
-    const auto sent_kind = std::to_integer<unsigned>(payload[0]);
-    if (sent_kind <= static_cast<unsigned>(ErrorKind::receiver_not_ready)) {
-      kind = static_cast<ErrorKind>(sent_kind);
-    }
-    error = static_cast<int>(ibv::detail::get_big_endian(payload.data() + 1, 4));
-    const std::size_t length = std::min(payload.size() - 5, kMaxAbortText);
-    text.assign(reinterpret_cast<const char*>(payload.data() + 5), length);
-  }
-  throw Error(kind, operation_, error,
-              root_link_.name + " ended the job during " +
-                  std::string(collective_name(collective_)) + " " + std::to_string(sequence_) +
-                  ": " + text);
+  detail::throw_abort(root_link_.in.payload, operation_,
+                      root_link_.name + " ended the job during " +
+                          std::string(collective_name(collective_)) + " " +
+                          std::to_string(sequence_));
 }
 
 void Rendezvous::State::throw_member_timeout(bool connected) const {
@@ -693,25 +678,8 @@ void Rendezvous::State::fail(const std::exception& error) noexcept {
   if (is_root()) {
     // Best effort and without waiting: one non-blocking send of the abort to every connected
     // member and identified stray; a member whose socket is full learns it from the close.
-    ErrorKind kind = ErrorKind::driver;
-    int code = EIO;
-    if (const auto* known = dynamic_cast<const Error*>(&error)) {
-      kind = known->kind();
-      code = known->errno_value();
-    }
     try {
-      // The root's own sentence without its "Rendezvous::... failed: " prefix, which the
-      // member's error repeats.
-      std::string_view text(error.what());
-      if (const auto prefix = text.find(" failed: ");
-          prefix != std::string_view::npos && text.starts_with("Rendezvous::")) {
-        text.remove_prefix(prefix + 9);
-      }
-      std::vector<std::byte> payload;
-      payload.push_back(static_cast<std::byte>(kind));
-      put_u32(payload, static_cast<std::uint32_t>(code));
-      const auto quoted = text.substr(0, kMaxAbortText);
-      for (const char c : quoted) payload.push_back(static_cast<std::byte>(c));
+      const std::vector<std::byte> payload = detail::abort_payload(error);
       std::vector<std::byte> message;
       const auto head = header(MessageKind::abort, payload.size()).encode();
       message.insert(message.end(), head.begin(), head.end());

@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 
+#include "detail/big_endian.hpp"
 #include "detail/brief_quote.hpp"
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
@@ -125,6 +126,53 @@ void throw_resource(std::string_view operation, int errno_value, const std::stri
   throw Error(ErrorKind::resource, operation, errno_value, detail,
               errno_value == EMFILE ? "the process ran out of file descriptors (`ulimit -n`)"
                                     : std::string_view{});
+}
+
+namespace {
+constexpr std::size_t kAbortHeadSize = 5;  // kind, errno
+constexpr std::size_t kMaxAbortText = kMaxAbortPayload - kAbortHeadSize;
+}  // namespace
+
+std::vector<std::byte> abort_payload(const std::exception& error) {
+  ErrorKind kind = ErrorKind::driver;
+  int code = EIO;
+  if (const auto* known = dynamic_cast<const Error*>(&error)) {
+    kind = known->kind();
+    code = known->errno_value();
+  }
+  // The sentence without its "Exchanger::exchange failed: " prefix, which the receiver's own
+  // error repeats in its own words.
+  std::string_view text(error.what());
+  if (const auto prefix = text.find(" failed: ");
+      prefix != std::string_view::npos &&
+      text.substr(0, prefix).find("::") != std::string_view::npos) {
+    text.remove_prefix(prefix + 9);
+  }
+  text = text.substr(0, kMaxAbortText);
+  std::vector<std::byte> payload(kAbortHeadSize + text.size());
+  payload[0] = static_cast<std::byte>(kind);
+  ibv::detail::put_big_endian(payload.data() + 1, static_cast<std::uint32_t>(code), 4);
+  std::transform(text.begin(), text.end(), payload.begin() + kAbortHeadSize,
+                 [](char c) { return static_cast<std::byte>(c); });
+  return payload;
+}
+
+void throw_abort(std::span<const std::byte> payload, std::string_view operation,
+                 const std::string& sender) {
+  ErrorKind kind = ErrorKind::protocol;
+  int error = ECONNABORTED;
+  std::string text = "(no reason given)";
+  if (payload.size() >= kAbortHeadSize) {
+    const auto sent_kind = std::to_integer<unsigned>(payload[0]);
+    if (sent_kind <= static_cast<unsigned>(ErrorKind::receiver_not_ready)) {
+      kind = static_cast<ErrorKind>(sent_kind);
+    }
+    error = static_cast<int>(ibv::detail::get_big_endian(payload.data() + 1, 4));
+    const auto rest = payload.subspan(kAbortHeadSize)
+                          .first(std::min(payload.size() - kAbortHeadSize, kMaxAbortText));
+    text.assign(reinterpret_cast<const char*>(rest.data()), rest.size());  // NOLINT: bytes
+  }
+  throw Error(kind, operation, error, sender + ": " + text);
 }
 
 std::string rank_list(const std::vector<std::uint32_t>& ranks) {

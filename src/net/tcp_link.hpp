@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <random>
 #include <span>
@@ -89,6 +90,19 @@ void set_no_delay(const Fd& fd) noexcept;
 /// ErrorKind::resource for `errno_value`, with the `ulimit -n` hint for EMFILE.
 [[noreturn]] void throw_resource(std::string_view operation, int errno_value,
                                  const std::string& detail);
+/// The payload of an abort message (MessageKind::abort), which a rank that fails sends its
+/// peers so that their errors name the cause: the ErrorKind (1 byte; driver for an exception
+/// that is not an ibv::Error), the errno (4 bytes, big-endian), then `error`'s message without
+/// its "Class::operation failed: " prefix, at most 2,048 bytes.
+[[nodiscard]] std::vector<std::byte> abort_payload(const std::exception& error);
+/// The largest payload abort_payload() makes: what a receiver must accept for an abort.
+inline constexpr std::size_t kMaxAbortPayload = 5 + 2048;
+/// Throws the ibv::Error that the abort `payload` from a peer carries (its kind and errno) in
+/// `operation`: "`sender`: the peer's sentence". A payload too short to decode gives protocol
+/// and "(no reason given)".
+[[noreturn]] void throw_abort(std::span<const std::byte> payload, std::string_view operation,
+                              const std::string& sender);
+
 /// "rank 3", "ranks 1, 3", "ranks 1, 2, ..., 16 and 84 more".
 [[nodiscard]] std::string rank_list(const std::vector<std::uint32_t>& ranks);
 

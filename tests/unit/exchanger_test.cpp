@@ -474,10 +474,10 @@ TEST(Exchanger, APeerThatClosesDuringAnExchangeIsAConnectionErrorThenTheExchange
                             "closed the connection", "make a new Exchanger"}));
 }
 
-// The mesh has no root to tell everyone who left: a rank that sees rank 2's connection close
-// fails and closes its own, so another rank may see that close first. Every error then names
-// rank 2, or a rank whose own error names rank 2 ("see its own error").
-TEST(Exchanger, ARankThatLeavesDuringTheBootstrapIsTracedToOnEveryOtherRankPromptly) {
+// A rank that sees rank 2's connection close fails, and tells its peers why (an abort) before
+// it closes its own connections: so every rank names rank 2, also one that hears of it from
+// another rank first.
+TEST(Exchanger, ARankThatLeavesDuringTheBootstrapIsNamedOnEveryOtherRankPromptly) {
   const NetworkConfig config = loopback_network(4);
   const auto outcomes = run_ranks(4, [&](std::uint32_t rank) {
     Exchanger exchanger(config, rank, test_options());
@@ -486,20 +486,9 @@ TEST(Exchanger, ARankThatLeavesDuringTheBootstrapIsTracedToOnEveryOtherRankPromp
     static_cast<void>(exchanger.exchange(rank));
   });
   EXPECT_FALSE(outcomes[2].error.has_value()) << outcomes[2].error->what();
-  const auto names = [&](std::uint32_t rank, std::uint32_t named) {
-    return outcomes[rank].error.has_value() &&
-           std::string_view(outcomes[rank].error->what())
-                   .find("rank " + std::to_string(named) + " ") != std::string_view::npos;
-  };
   for (const std::uint32_t rank : {0U, 1U, 3U}) {
-    ASSERT_TRUE(outcomes[rank].error.has_value()) << "rank " << rank << " did not fail";
-    EXPECT_EQ(outcomes[rank].error->kind(), ErrorKind::connection) << outcomes[rank].error->what();
+    EXPECT_TRUE(has_error(outcomes[rank], ErrorKind::connection, {"rank 2 "})) << "rank " << rank;
     EXPECT_LT(outcomes[rank].elapsed, kPrompt) << "rank " << rank << " waited for the deadline";
-    bool traced = names(rank, 2);
-    for (const std::uint32_t other : {0U, 1U, 3U}) {
-      traced = traced || (other != rank && names(rank, other) && names(other, 2));
-    }
-    EXPECT_TRUE(traced) << "rank " << rank << ": " << outcomes[rank].error->what();
   }
 }
 
