@@ -639,9 +639,10 @@ TEST(ExchangerHostile, AHelloAfterTheMeshIsCompleteIsADuplicate) {
   EXPECT_TRUE(has_error(outcomes[1], ErrorKind::protocol,
                         {"a connection from 127.0.0.1:", "introduced itself as rank 0",
                          "already connected", "duplicate rank"}));
-  // Rank 1 closed its connections, so rank 0 learns of the failure at once.
-  EXPECT_TRUE(has_error(outcomes[0], ErrorKind::connection,
-                        {"rank 1 at " + address_of(config, 1), "closed the connection"}));
+  // Rank 1 tells rank 0 why before it closes its connections: rank 0 learns the reason at once.
+  EXPECT_TRUE(has_error(
+      outcomes[0], ErrorKind::protocol,
+      {"rank 1 at " + address_of(config, 1), "failed during exchange 1", "duplicate rank"}));
   EXPECT_LT(outcomes[0].elapsed, kPrompt);
   EXPECT_LT(outcomes[1].elapsed, kPrompt);
 }
