@@ -473,8 +473,14 @@ std::vector<std::vector<std::byte>> Exchanger::State::run(
       if (errno == EINTR) continue;
       throw_resource(kExchange, errno, "epoll_wait()");
     }
-    for (const epoll_event& event : std::span(ready).first(static_cast<std::size_t>(count))) {
-      handle(event.events, event.data.u64);
+    // New and unidentified connections first, as poll() did: a violation found there (a
+    // duplicate rank) then fails this exchange before our message goes out in the same round.
+    const auto events = std::span(ready).first(static_cast<std::size_t>(count));
+    for (const bool connections : {true, false}) {
+      for (const epoll_event& event : events) {
+        const bool connection = event.data.u64 == kListenerTag || (event.data.u64 & kStrayTag) != 0;
+        if (connection == connections) handle(event.events, event.data.u64);
+      }
     }
     std::erase_if(strays, [](const Link& link) { return !link.fd.valid(); });
   }
