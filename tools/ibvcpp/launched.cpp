@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
-#include <span>
 #include <utility>
 
 #include "ibv/error.hpp"
@@ -26,18 +25,6 @@ namespace {
 
 /// At most this many addresses are published (a host with many interfaces).
 constexpr std::size_t kMaxPublishedHosts = 16;
-
-std::vector<std::byte> as_bytes(std::string_view text) {
-  const auto bytes = std::as_bytes(std::span(text.data(), text.size()));
-  return {bytes.begin(), bytes.end()};
-}
-
-std::string as_text(std::span<const std::byte> bytes) {
-  std::string text(bytes.size(), '\0');
-  std::transform(bytes.begin(), bytes.end(), text.begin(),
-                 [](std::byte b) { return static_cast<char>(b); });
-  return text;
-}
 
 /// The numeric text of an interface address; nullopt for other families and IPv6 link-local.
 std::optional<std::string> numeric(const sockaddr* address) {
@@ -118,14 +105,14 @@ LaunchedPair::LaunchedPair(const PerfOptions& options) {
 }
 
 ServerAddresses LaunchedPair::exchange(const std::optional<ServerAddresses>& mine) {
-  std::vector<std::vector<std::byte>> entries;
+  std::vector<std::string> entries;
   try {
-    entries = bootstrap_->all_gather_bytes(as_bytes(mine ? encode_server_addresses(*mine) : ""));
+    entries = bootstrap_->all_gather(mine ? encode_server_addresses(*mine) : std::string());
   } catch (const std::exception& error) {
     throw ToolError(ExitCode::connection, std::string("exchanging the server's address through ") +
                                               bootstrap_->description() + ": " + error.what());
   }
-  return mine ? *mine : decode_server_addresses(as_text(entries.at(0)));
+  return mine ? *mine : decode_server_addresses(entries.at(0));
 }
 
 std::vector<std::string> local_addresses(const ibv::Context& context, std::uint8_t port) {
