@@ -16,7 +16,9 @@
 #include <pmix.h>
 
 #include <array>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #endif
 
 namespace ibv::net {
@@ -39,6 +41,14 @@ namespace {
 constexpr std::string_view kAllGather = "PmixBootstrap::all_gather";
 constexpr std::string_view kAllToAll = "PmixBootstrap::all_to_all";
 constexpr std::string_view kBarrier = "PmixBootstrap::barrier";
+
+// The key a rank puts when it closes its PmixBootstrap in good order: the number of
+// collectives it completed. A rank whose collective failed puts nothing (see Session::leave).
+constexpr const char* kLeftKey = "ibvcpp.left";
+// How long the ranks that remain look for that key after a failed fence.
+constexpr int kLeftScanSeconds = 1;
+// The most ranks an error names one by one.
+constexpr std::size_t kMaxNamedRanks = 8;
 
 // Owns one pmix_info_t.
 class Info {
@@ -77,22 +87,104 @@ int errno_of(pmix_status_t status) {
   return ECONNABORTED;
 }
 
+// The ranks that closed their bootstrap before a collective that failed, found by one
+// non-blocking PMIx_Get of kLeftKey per peer, all in flight at once and each bounded by
+// kLeftScanSeconds, so the scan costs about that long whatever the job size. A Get reaches a
+// peer's value on another node through its server (direct modex); PMIx keeps the committed
+// values of a process that finalized until the job ends.
+class LeftScan {
+ public:
+  // Returns "rank 1 after 0 collectives, rank 5 after 1 collective", or "" when no rank is
+  // found to have left before collective `sequence`.
+  static std::string run(const pmix_proc_t& self, std::uint32_t world_size,
+                         std::uint32_t sequence) {
+    auto scan = std::make_shared<LeftScan>(sequence);
+    std::size_t started = 0;
+    for (std::uint32_t peer = 0; peer < world_size; ++peer) {
+      if (peer == self.rank) continue;
+      pmix_proc_t owner{};
+      PMIX_LOAD_PROCID(&owner, self.nspace, peer);
+      // Owned by the callback, which PMIx calls exactly once when the Get was accepted.
+      auto request = std::make_unique<Request>(Request{scan, peer});
+      if (PMIx_Get_nb(&owner, kLeftKey, scan->timeout_.get(), 1, &LeftScan::arrived,
+                      request.get()) == PMIX_SUCCESS) {
+        static_cast<void>(request.release());
+        ++started;
+      }
+    }
+    return scan->wait_for(started);
+  }
+
+  explicit LeftScan(std::uint32_t sequence)
+      : sequence_(sequence), timeout_(PMIX_TIMEOUT, &kLeftScanSeconds, PMIX_INT) {}
+
+ private:
+  struct Request {
+    std::shared_ptr<LeftScan> scan;
+    std::uint32_t peer;
+  };
+
+  static void arrived(pmix_status_t status, pmix_value_t* value, void* data) {
+    const std::unique_ptr<Request> request(static_cast<Request*>(data));
+    LeftScan& scan = *request->scan;
+    const std::scoped_lock lock(scan.mutex_);
+    // PMIx releases `value` after this returns.
+    if (status == PMIX_SUCCESS && value != nullptr && value->type == PMIX_UINT32 &&
+        value->data.uint32 <= scan.sequence_) {
+      scan.left_.emplace_back(request->peer, value->data.uint32);
+    }
+    ++scan.answered_;
+    scan.changed_.notify_all();
+  }
+
+  std::string wait_for(std::size_t started) {
+    std::unique_lock lock(mutex_);
+    // Each Get carries its own timeout; this bound only guards against a PMIx that never calls
+    // back. Requests still out then keep this object alive through their shared_ptr.
+    changed_.wait_for(lock, std::chrono::seconds(2 * kLeftScanSeconds + 1),
+                      [&] { return answered_ >= started; });
+    std::sort(left_.begin(), left_.end());
+    std::string names;
+    for (std::size_t i = 0; i < left_.size() && i < kMaxNamedRanks; ++i) {
+      if (i > 0) names += ", ";
+      const std::uint32_t done = left_[i].second;
+      names += "rank " + std::to_string(left_[i].first) + " after " + std::to_string(done) +
+               (done == 1 ? " collective" : " collectives");
+    }
+    if (left_.size() > kMaxNamedRanks) {
+      names += " and " + std::to_string(left_.size() - kMaxNamedRanks) + " more";
+    }
+    return names;
+  }
+
+  std::uint32_t sequence_;
+  Info timeout_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::size_t answered_ = 0;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> left_;
+};
+
 }  // namespace
 
 struct PmixBootstrap::Session {
   pmix_proc_t self{};
+  std::uint32_t world_size = 1;
   int timeout_seconds = 30;
   std::uint32_t sequence = 0;
   std::string poison;
 
   [[noreturn]] void fail(std::string_view operation, std::string_view call, pmix_status_t status,
-                         const std::string& what) {
-    const std::string detail = std::string(call) + " failed for " + what + ": " +
-                               PMIx_Error_string(status) + " (PMIx status " +
-                               std::to_string(status) + ")";
+                         const std::string& what, const std::string& left = {}) {
+    std::string detail = std::string(call) + " failed for " + what + ": " +
+                         PMIx_Error_string(status) + " (PMIx status " + std::to_string(status) +
+                         ")";
+    if (!left.empty()) detail += "; closed their PmixBootstrap and left the job before it: " + left;
     poison = std::string(operation) + ": " + detail;
     std::string_view hint;
-    if (status == PMIX_ERR_TIMEOUT) {
+    if (!left.empty()) {
+      hint = "every rank must make the same bootstrap calls before it destroys its bootstrap";
+    } else if (status == PMIX_ERR_TIMEOUT) {
       hint =
           "every rank must make the same bootstrap calls; raise PmixOptions::timeout when the "
           "ranks start further apart";
@@ -138,8 +230,25 @@ struct PmixBootstrap::Session {
     const pmix_status_t status = PMIx_Fence(&everyone, 1, info.data(), info.size());
     if (status != PMIX_SUCCESS) {
       fail(operation, "PMIx_Fence", status,
-           "collective " + std::to_string(sequence) + " (every rank must enter it)");
+           "collective " + std::to_string(sequence) + " (every rank must enter it)",
+           LeftScan::run(self, world_size, sequence));
     }
+  }
+
+  // Before PMIx_Finalize: tells the ranks that remain how far this one came (kLeftKey), so
+  // that their next fence, which fails without it, names it. A rank whose collective failed
+  // says nothing: it did not leave the others behind, and its mark could reach a peer that is
+  // still scanning for the ranks that left first.
+  void leave() {
+    if (poison.empty()) {
+      pmix_value_t value{};
+      static_cast<void>(PMIx_Value_load(&value, &sequence, PMIX_UINT32));
+      if (PMIx_Put(PMIX_GLOBAL, kLeftKey, &value) == PMIX_SUCCESS) {
+        static_cast<void>(PMIx_Commit());
+      }
+      PMIx_Value_destruct(&value);
+    }
+    static_cast<void>(PMIx_Finalize(nullptr, 0));
   }
 
   std::vector<std::byte> get(std::string_view operation, std::uint32_t rank,
@@ -205,6 +314,7 @@ PmixBootstrap::PmixBootstrap(PmixOptions options) : session_(std::make_unique<Se
   }
   rank_ = session_->self.rank;
   world_size_ = session_->job_number(PMIX_JOB_SIZE, PMIX_RANK_WILDCARD, 0);
+  session_->world_size = world_size_;
   local_size_ = session_->job_number(PMIX_LOCAL_SIZE, PMIX_RANK_WILDCARD, 1);
   local_rank_ = session_->job_number(PMIX_LOCAL_RANK, rank_, 0);
 }
@@ -212,7 +322,7 @@ PmixBootstrap::PmixBootstrap(PmixOptions options) : session_(std::make_unique<Se
 PmixBootstrap::PmixBootstrap(PmixBootstrap&& other) noexcept = default;
 PmixBootstrap& PmixBootstrap::operator=(PmixBootstrap&& other) noexcept {
   if (this != &other) {
-    if (session_) static_cast<void>(PMIx_Finalize(nullptr, 0));
+    if (session_) session_->leave();
     session_ = std::move(other.session_);
     rank_ = other.rank_;
     world_size_ = other.world_size_;
@@ -223,7 +333,7 @@ PmixBootstrap& PmixBootstrap::operator=(PmixBootstrap&& other) noexcept {
 }
 
 PmixBootstrap::~PmixBootstrap() {
-  if (session_) static_cast<void>(PMIx_Finalize(nullptr, 0));
+  if (session_) session_->leave();
 }
 
 std::string PmixBootstrap::description() const {

@@ -1,8 +1,8 @@
 // Jobs started by Open MPI's mpirun (3 ranks of tests/support/launched_rank.cpp on this host, no
 // RDMA device needed), in which one rank leaves during the bootstrap. With PMIx built in: a rank
 // that crashes ends the job within seconds and the launcher's report names it; a rank that
-// closes its bootstrap and exits fails every other rank's collective within the timeout (PMIx
-// does not say which rank is missing). Without PMIx (the asan tree): every rank of a PMIx launch
+// closes its bootstrap and exits fails every other rank's collective within the timeout, and
+// their errors name it. Without PMIx (the asan tree): every rank of a PMIx launch
 // says that this build has no PMIx support, and how to get it.
 #include <unistd.h>
 
@@ -38,17 +38,20 @@ struct Job {
   std::chrono::milliseconds elapsed{};
 };
 
-/// mpirun -np 3 launched_rank, rank 1 leaving as `how` ("crash", "finalize").
-Job run_job(std::string_view how) {
+/// mpirun -np 3 launched_rank, rank 1 leaving as `how` ("crash", "finalize") before the last of
+/// `collectives` all_gathers.
+Job run_job(std::string_view how, int collectives = 1) {
   const fs::path rank_program =
       fs::read_symlink("/proc/self/exe").parent_path() / "ibv_launched_rank";
   EXPECT_EQ(::access(rank_program.c_str(), X_OK), 0) << rank_program << " is not built";
   const TemporaryDirectory logs("launched_job");
   const auto started = std::chrono::steady_clock::now();
   ChildProcess mpirun(
-      {"env", "IBV_TEST_LEAVING_RANK=1", "IBV_TEST_LEAVING=" + std::string(how), "mpirun",
-       "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-x", "IBV_TEST_LEAVING_RANK",
-       "-x", "IBV_TEST_LEAVING", "-np", std::to_string(kRanks), rank_program.string()},
+      {"env", "IBV_TEST_LEAVING_RANK=1", "IBV_TEST_LEAVING=" + std::string(how),
+       "IBV_TEST_COLLECTIVES=" + std::to_string(collectives), "mpirun", "--allow-run-as-root",
+       "--oversubscribe", "--bind-to", "none", "-x", "IBV_TEST_LEAVING_RANK", "-x",
+       "IBV_TEST_LEAVING", "-x", "IBV_TEST_COLLECTIVES", "-np", std::to_string(kRanks),
+       rank_program.string()},
       kJobLimit, logs.path() / "mpirun.out");
   Job job;
   job.status = mpirun.wait().value_or(-1);  // -1: killed at kJobLimit
@@ -86,27 +89,36 @@ TEST(LaunchedJob, ARankThatCrashesDuringTheBootstrapIsNamedByTheLauncherWithinSe
   EXPECT_FALSE(contains(job.output, "gathered")) << job.output;
 }
 
-TEST(LaunchedJob, ARankThatLeavesCleanlyFailsTheOthersCollectiveWithinTheTimeout) {
-  const Job job = run_job("finalize");
+/// Rank 1 leaves cleanly before the last of `collectives` all_gathers: ranks 0 and 2 must fail
+/// that collective within the timeout, naming rank 1 and how far it came.
+void expect_the_leaver_named(int collectives) {
+  const Job job = run_job("finalize", collectives);
   if (!ibv::net::PmixBootstrap::built_in()) {
     expect_no_pmix_everywhere(job);
     return;
   }
   EXPECT_LT(job.elapsed, kWithinTimeout) << job.output;
   EXPECT_TRUE(contains(job.output, "rank 1: left")) << job.output;
-  // The PMIx server either sees rank 1 end and fails the fence at once ("a rank of the job
-  // ended before entering it"), or waits for it until the fence's timeout: which one depends on
-  // when rank 1 ends. Neither names rank 1 (PMIx does not say which rank is missing).
+  const int last = collectives - 1;
+  const std::string named = "left the job before it: rank 1 after " + std::to_string(last) +
+                            (last == 1 ? " collective" : " collectives");
   for (const std::string_view rank : {"rank 0: error: ", "rank 2: error: "}) {
     const auto line = job.output.find(rank);
     ASSERT_NE(line, std::string::npos) << job.output;
     const std::string text = job.output.substr(line, job.output.find('\n', line) - line);
-    EXPECT_TRUE(contains(text, "PMIx_Fence failed for collective 0")) << text;
-    EXPECT_TRUE(contains(text, "a rank of the job ended before entering it") ||
-                contains(text, "TIMEOUT"))
-        << text;
+    EXPECT_TRUE(contains(text, "PMIx_Fence failed for collective " + std::to_string(last))) << text;
+    EXPECT_TRUE(contains(text, named)) << text;
+    EXPECT_FALSE(contains(text, "rank 0 after") || contains(text, "rank 2 after")) << text;
   }
   EXPECT_FALSE(contains(job.output, "gathered")) << job.output;
+}
+
+TEST(LaunchedJob, ARankThatLeavesCleanlyIsNamedInTheOthersErrorsWithinTheTimeout) {
+  expect_the_leaver_named(1);
+}
+
+TEST(LaunchedJob, ARankThatLeavesCleanlyAfterACollectiveIsNamedWithHowFarItCame) {
+  expect_the_leaver_named(2);
 }
 
 }  // namespace launched_job_test

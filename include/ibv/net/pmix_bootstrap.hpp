@@ -38,6 +38,9 @@ struct PmixOptions {
 ///
 /// When a rank dies the launcher usually ends the whole job (mpirun and srun do by default):
 /// the other ranks may be killed before any error reaches them; the launcher names the rank.
+/// A rank that destroys its PmixBootstrap in good order while the others go on is named, with
+/// how many collectives it completed, in the error of their next collective, which fails
+/// (docs/bootstrap.md).
 ///
 /// One per process at a time is the intended use (PMIx_Init and PMIx_Finalize are counted, so
 /// more work too). Move-only; not thread-safe.
@@ -62,7 +65,8 @@ class PmixBootstrap final : public Bootstrap {
   PmixBootstrap(PmixBootstrap&& other) noexcept;
   /// Finalizes this object's session (if any), then takes over `other`'s.
   PmixBootstrap& operator=(PmixBootstrap&& other) noexcept;
-  /// PMIx_Finalize.
+  /// Unless a collective of this object failed, puts a mark that names this rank in the
+  /// others' errors should they go on without it; then PMIx_Finalize.
   ~PmixBootstrap() override;
 
   [[nodiscard]] std::uint32_t rank() const noexcept override { return rank_; }
