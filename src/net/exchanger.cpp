@@ -250,22 +250,14 @@ void Exchanger::State::open_listener() {
 
 void Exchanger::State::tell_peers(const std::exception& error) const noexcept {
   try {
-    const std::vector<std::byte> payload = detail::abort_payload(error);
-    const auto head = MessageHeader{.kind = MessageKind::abort,
-                                    .sender_rank = rank,
-                                    .world_size = world(),
-                                    .sequence = sequence,
-                                    .payload_length = static_cast<std::uint32_t>(payload.size())}
-                          .encode();
-    std::vector<std::byte> message(head.begin(), head.end());
-    message.insert(message.end(), payload.begin(), payload.end());
+    const std::vector<std::byte> message = detail::abort_message(
+        {.sender_rank = rank, .world_size = world(), .sequence = sequence}, error);
     for (std::uint32_t peer = 0; peer < world(); ++peer) {
       const Link& link = peers[peer];
       // Mid-way through our message, the peer would read the abort as the rest of it.
-      if (peer == rank || !link.fd.valid() || link.connecting) continue;
+      if (peer == rank || link.connecting) continue;
       if (link.head_sent != 0 && !link.flushed()) continue;
-      static_cast<void>(
-          ::send(link.fd.get(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT));
+      detail::send_best_effort(link.fd, message);
     }
   } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory; the close still tells them
   }

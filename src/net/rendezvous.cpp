@@ -679,22 +679,14 @@ void Rendezvous::State::fail(const std::exception& error) noexcept {
     // Best effort and without waiting: one non-blocking send of the abort to every connected
     // member and identified stray; a member whose socket is full learns it from the close.
     try {
-      const std::vector<std::byte> payload = detail::abort_payload(error);
-      std::vector<std::byte> message;
-      const auto head = header(MessageKind::abort, payload.size()).encode();
-      message.insert(message.end(), head.begin(), head.end());
-      message.insert(message.end(), payload.begin(), payload.end());
-      const auto tell = [&](const Link& link) {
-        if (!link.fd.valid()) return;
-        // A member mid-way through a message of ours would read the abort as its rest: it then
-        // fails on the garbled answer or the close, either way with an error.
-        static_cast<void>(
-            ::send(link.fd.get(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT));
-      };
-      for (const Link& link : members_) tell(link);
+      const std::vector<std::byte> message =
+          detail::abort_message(header(MessageKind::abort, 0), error);
+      // A member mid-way through a message of ours would read the abort as its rest: it then
+      // fails on the garbled answer or the close, either way with an error.
+      for (const Link& link : members_) detail::send_best_effort(link.fd, message);
       // Unidentified connections are ranks that have not said hello yet, or strangers, whom
       // an abort does not hurt.
-      for (const Link& link : strays_) tell(link);
+      for (const Link& link : strays_) detail::send_best_effort(link.fd, message);
       const auto* known = dynamic_cast<const Error*>(&error);
       if (known == nullptr || known->kind() != ErrorKind::timeout) {
         // A timeout gave the missing ranks all the time there was; any other failure may be
@@ -723,7 +715,7 @@ void Rendezvous::State::tell_latecomers(std::span<const std::byte> abort, Clock:
     while (told + 1 < world_) {
       Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!fd.valid()) break;
-      static_cast<void>(::send(fd.get(), abort.data(), abort.size(), MSG_NOSIGNAL | MSG_DONTWAIT));
+      detail::send_best_effort(fd, abort);
       ::shutdown(fd.get(), SHUT_WR);
       latecomers.push_back(std::move(fd));
       ++told;

@@ -133,7 +133,7 @@ constexpr std::size_t kAbortHeadSize = 5;  // kind, errno
 constexpr std::size_t kMaxAbortText = kMaxAbortPayload - kAbortHeadSize;
 }  // namespace
 
-std::vector<std::byte> abort_payload(const std::exception& error) {
+std::vector<std::byte> abort_message(MessageHeader head, const std::exception& error) {
   ErrorKind kind = ErrorKind::driver;
   int code = EIO;
   if (const auto* known = dynamic_cast<const Error*>(&error)) {
@@ -149,12 +149,23 @@ std::vector<std::byte> abort_payload(const std::exception& error) {
     text.remove_prefix(prefix + 9);
   }
   text = text.substr(0, kMaxAbortText);
-  std::vector<std::byte> payload(kAbortHeadSize + text.size());
+  head.kind = MessageKind::abort;
+  head.payload_length = static_cast<std::uint32_t>(kAbortHeadSize + text.size());
+  const auto encoded = head.encode();
+  std::vector<std::byte> message(encoded.size() + head.payload_length);
+  std::copy(encoded.begin(), encoded.end(), message.begin());
+  std::byte* payload = message.data() + encoded.size();
   payload[0] = static_cast<std::byte>(kind);
-  ibv::detail::put_big_endian(payload.data() + 1, static_cast<std::uint32_t>(code), 4);
-  std::transform(text.begin(), text.end(), payload.begin() + kAbortHeadSize,
+  ibv::detail::put_big_endian(payload + 1, static_cast<std::uint32_t>(code), 4);
+  std::transform(text.begin(), text.end(), payload + kAbortHeadSize,
                  [](char c) { return static_cast<std::byte>(c); });
-  return payload;
+  return message;
+}
+
+void send_best_effort(const Fd& fd, std::span<const std::byte> message) noexcept {
+  if (!fd.valid()) return;
+  static_cast<void>(
+      ::send(fd.get(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT));
 }
 
 void throw_abort(std::span<const std::byte> payload, std::string_view operation,

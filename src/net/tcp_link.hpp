@@ -90,12 +90,16 @@ void set_no_delay(const Fd& fd) noexcept;
 /// ErrorKind::resource for `errno_value`, with the `ulimit -n` hint for EMFILE.
 [[noreturn]] void throw_resource(std::string_view operation, int errno_value,
                                  const std::string& detail);
-/// The payload of an abort message (MessageKind::abort), which a rank that fails sends its
-/// peers so that their errors name the cause: the ErrorKind (1 byte; driver for an exception
-/// that is not an ibv::Error), the errno (4 bytes, big-endian), then `error`'s message without
-/// its "Class::operation failed: " prefix, at most 2,048 bytes.
-[[nodiscard]] std::vector<std::byte> abort_payload(const std::exception& error);
-/// The largest payload abort_payload() makes: what a receiver must accept for an abort.
+/// The abort message (MessageKind::abort) that a rank which fails sends its peers, so that their
+/// errors name the cause: `head` (its kind and payload_length set here), then the payload: the
+/// ErrorKind (1 byte; driver for an exception that is not an ibv::Error), the errno (4 bytes,
+/// big-endian), then `error`'s message without its "Class::operation failed: " prefix, at most
+/// 2,048 bytes.
+[[nodiscard]] std::vector<std::byte> abort_message(MessageHeader head, const std::exception& error);
+/// One non-blocking send of `message` on `fd`, best effort: whatever the socket has no room for
+/// is dropped (the close that follows still tells the peer).
+void send_best_effort(const Fd& fd, std::span<const std::byte> message) noexcept;
+/// The largest abort payload abort_message() makes: what a receiver must accept for an abort.
 inline constexpr std::size_t kMaxAbortPayload = 5 + 2048;
 /// Throws the ibv::Error that the abort `payload` from a peer carries (its kind and errno) in
 /// `operation`: "`sender`: the peer's sentence". A payload too short to decode gives protocol
