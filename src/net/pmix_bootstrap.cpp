@@ -16,6 +16,7 @@
 #include <pmix.h>
 
 #include <array>
+#include <charconv>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -87,11 +88,14 @@ int errno_of(pmix_status_t status) {
   return ECONNABORTED;
 }
 
-// The ranks that closed their bootstrap before a collective that failed, found by one
-// non-blocking PMIx_Get of kLeftKey per peer, all in flight at once and each bounded by
-// kLeftScanSeconds, so the scan costs about that long whatever the job size. A Get reaches a
-// peer's value on another node through its server (direct modex); PMIx keeps the committed
-// values of a process that finalized until the job ends.
+// The ranks that closed their bootstrap before a collective that failed: those whose kLeftKey
+// is there. A peer on this node is asked in the local data store (PMIX_OPTIONAL: at once, found
+// or not). A peer on another node can only be asked through its server (direct modex), which
+// waits for a key that is not there yet: one non-blocking PMIx_Get per such peer, all in flight
+// at once and each bounded by kLeftScanSeconds, so that part costs about that long whatever the
+// job size. PMIx keeps the committed values of a process that finalized until the job ends.
+// (Ranks that wait here after a crash are often killed by the launcher; the shorter they wait,
+// the more reliably Open MPI's mpirun reports the crash, hence no wait for the local ones.)
 class LeftScan {
  public:
   // Returns "rank 1 after 0 collectives, rank 5 after 1 collective", or "" when no rank is
@@ -99,11 +103,19 @@ class LeftScan {
   static std::string run(const pmix_proc_t& self, std::uint32_t world_size,
                          std::uint32_t sequence) {
     auto scan = std::make_shared<LeftScan>(sequence);
+    const std::vector<bool> local = local_ranks(self, world_size);
     std::size_t started = 0;
     for (std::uint32_t peer = 0; peer < world_size; ++peer) {
       if (peer == self.rank) continue;
       pmix_proc_t owner{};
       PMIX_LOAD_PROCID(&owner, self.nspace, peer);
+      if (local[peer]) {
+        pmix_value_t* raw = nullptr;
+        const pmix_status_t status = PMIx_Get(&owner, kLeftKey, scan->optional_.get(), 1, &raw);
+        const Value value(raw);
+        scan->consider(peer, status, value.get());
+        continue;
+      }
       // Owned by the callback, which PMIx calls exactly once when the Get was accepted.
       auto request = std::make_unique<Request>(Request{scan, peer});
       if (PMIx_Get_nb(&owner, kLeftKey, scan->timeout_.get(), 1, &LeftScan::arrived,
@@ -116,25 +128,63 @@ class LeftScan {
   }
 
   explicit LeftScan(std::uint32_t sequence)
-      : sequence_(sequence), timeout_(PMIX_TIMEOUT, &kLeftScanSeconds, PMIX_INT) {}
+      : sequence_(sequence),
+        timeout_(PMIX_TIMEOUT, &kLeftScanSeconds, PMIX_INT),
+        optional_(PMIX_OPTIONAL, &kTrue, PMIX_BOOL) {}
 
  private:
   struct Request {
     std::shared_ptr<LeftScan> scan;
     std::uint32_t peer;
   };
+  static constexpr bool kTrue = true;
+
+  // Which ranks run on this node (PMIX_LOCAL_PEERS, "0,1,2"); all false when PMIx does not say,
+  // so that every peer is asked through its server.
+  static std::vector<bool> local_ranks(const pmix_proc_t& self, std::uint32_t world_size) {
+    std::vector<bool> local(world_size, false);
+    pmix_proc_t job{};
+    PMIX_LOAD_PROCID(&job, self.nspace, PMIX_RANK_WILDCARD);
+    pmix_value_t* raw = nullptr;
+    const pmix_status_t status = PMIx_Get(&job, PMIX_LOCAL_PEERS, nullptr, 0, &raw);
+    const Value value(raw);
+    if (status != PMIX_SUCCESS || !value || value->type != PMIX_STRING ||
+        value->data.string == nullptr) {
+      return local;
+    }
+    const std::string_view peers(value->data.string);
+    std::size_t start = 0;
+    while (start < peers.size()) {
+      const std::size_t comma = std::min(peers.find(',', start), peers.size());
+      std::uint32_t rank = 0;
+      const auto* first = peers.data() + start;
+      const auto* last = peers.data() + comma;
+      if (const auto [end, error] = std::from_chars(first, last, rank);
+          error == std::errc{} && end == last && rank < world_size) {
+        local[rank] = true;
+      }
+      start = comma + 1;
+    }
+    return local;
+  }
 
   static void arrived(pmix_status_t status, pmix_value_t* value, void* data) {
     const std::unique_ptr<Request> request(static_cast<Request*>(data));
     LeftScan& scan = *request->scan;
+    scan.consider(request->peer, status, value);  // PMIx releases `value` after this returns
     const std::scoped_lock lock(scan.mutex_);
-    // PMIx releases `value` after this returns.
-    if (status == PMIX_SUCCESS && value != nullptr && value->type == PMIX_UINT32 &&
-        value->data.uint32 <= scan.sequence_) {
-      scan.left_.emplace_back(request->peer, value->data.uint32);
-    }
     ++scan.answered_;
     scan.changed_.notify_all();
+  }
+
+  // Counts `peer` as gone when its answer holds a mark from before collective sequence_.
+  void consider(std::uint32_t peer, pmix_status_t status, const pmix_value_t* value) {
+    if (status != PMIX_SUCCESS || value == nullptr || value->type != PMIX_UINT32 ||
+        value->data.uint32 > sequence_) {
+      return;
+    }
+    const std::scoped_lock lock(mutex_);
+    left_.emplace_back(peer, value->data.uint32);
   }
 
   std::string wait_for(std::size_t started) {
@@ -158,7 +208,8 @@ class LeftScan {
   }
 
   std::uint32_t sequence_;
-  Info timeout_;
+  Info timeout_;   // each Get through a server
+  Info optional_;  // each look in the local data store
   std::mutex mutex_;
   std::condition_variable changed_;
   std::size_t answered_ = 0;
