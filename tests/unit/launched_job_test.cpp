@@ -1,9 +1,9 @@
 // Jobs started by Open MPI's mpirun (3 ranks of tests/support/launched_rank.cpp on this host, no
 // RDMA device needed), in which one rank leaves during the bootstrap. With PMIx built in: a rank
-// that crashes ends the job within seconds and the launcher's report names it; a rank that
-// closes its bootstrap and exits fails every other rank's collective within the timeout, and
-// their errors name it. Without PMIx (the asan tree): every rank of a PMIx launch
-// says that this build has no PMIx support, and how to get it.
+// that crashes ends the job within seconds with its exit status, and the launcher's report
+// (when Open MPI prints one) names it; a rank that closes its bootstrap and exits fails every
+// other rank's collective within the timeout, and their errors name it. Without PMIx (the asan
+// tree): every rank of a PMIx launch says that this build has no PMIx support, and how to get it.
 #include <unistd.h>
 
 #include <chrono>
@@ -81,11 +81,19 @@ TEST(LaunchedJob, ARankThatCrashesDuringTheBootstrapIsNamedByTheLauncherWithinSe
     expect_no_pmix_everywhere(job);
     return;
   }
-  EXPECT_NE(job.status, 0) << job.output;
+  // mpirun ends the job and exits with the status the crashed rank ended with.
+  EXPECT_EQ(job.status, 3) << job.output;
   EXPECT_LT(job.elapsed, kWithinTimeout) << job.output;
-  // Open MPI names a process [[jobid,1],rank]: rank 1, with the status it ended with.
-  EXPECT_TRUE(contains(job.output, ",1],1]")) << job.output;
-  EXPECT_TRUE(contains(job.output, "Exit code:    3")) << job.output;
+  // Its report names the process [[jobid,1],rank]: rank 1, with that status. Open MPI 4.1.4
+  // leaves that report out now and then on a loaded machine (3 of 160 jobs here, the exit
+  // status 3 all the same), printing only "1 process returned a non-zero exit code": so the
+  // report, when there is one, must name rank 1.
+  if (contains(job.output, "Process name:")) {
+    EXPECT_TRUE(contains(job.output, ",1],1]")) << job.output;
+    EXPECT_TRUE(contains(job.output, "Exit code:    3")) << job.output;
+  } else {
+    EXPECT_TRUE(contains(job.output, "1 process returned")) << job.output;
+  }
   EXPECT_FALSE(contains(job.output, "gathered")) << job.output;
 }
 
