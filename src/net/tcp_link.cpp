@@ -164,8 +164,7 @@ std::vector<std::byte> abort_message(MessageHeader head, const std::exception& e
 
 void send_best_effort(const Fd& fd, std::span<const std::byte> message) noexcept {
   if (!fd.valid()) return;
-  static_cast<void>(
-      ::send(fd.get(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT));
+  static_cast<void>(::send(fd.get(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT));
 }
 
 void throw_abort(std::span<const std::byte> payload, std::string_view operation,
