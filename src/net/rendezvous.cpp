@@ -711,7 +711,7 @@ void Rendezvous::State::tell_latecomers(std::span<const std::byte> abort, Clock:
     pollfd entry{.fd = listener_.get(), .events = POLLIN, .revents = 0};
     const int ready = ::poll(&entry, 1, poll_ms(until));
     if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) return;  // `until`, or poll() failed: the close tells the rest
+    if (ready <= 0) break;  // `until`, or poll() failed: those accepted get one last drain
     while (told + 1 < world_) {
       Fd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!fd.valid()) break;
