@@ -159,6 +159,19 @@ std::array<T, N> copies(const T& value) {
   (std::make_index_sequence<N>());
 }
 
+// One request in the blocking or an unpolled style, waited for.
+template <Style style, typename Operation>
+void single(ibv::Channel& channel, const Operation& request) {
+  if constexpr (style == Style::blocking) {
+    check(channel.execute(request));
+  } else if constexpr (style == Style::unpolled_wait) {
+    check(channel.post(request).wait());
+  } else {
+    ibv::PendingWork work = channel.post(request);
+    spin_until_complete(work);
+  }
+}
+
 // One iteration of a style that is not a coroutine.
 template <Op op, Style style>
 void once(const Loop& loop) {
@@ -186,24 +199,17 @@ void once(const Loop& loop) {
     } else {
       check(loop.multi.execute(1, request));
     }
-  } else {
-    std::optional<ibv::PendingWork> receive;
-    if constexpr (op == Op::send) receive.emplace(channel.post(loop.receive));
-    if constexpr (style == Style::blocking) {
-      check(channel.execute(request));
-    } else if constexpr (style == Style::unpolled_wait) {
-      check(channel.post(request).wait());
+  } else if constexpr (op == Op::send) {
+    // The receive first, as raw_loop.c posts it, then the send in the style, then the receive.
+    ibv::PendingWork receive = channel.post(loop.receive);
+    single<style>(channel, request);
+    if constexpr (style == Style::unpolled_poll) {
+      spin_until_complete(receive);
     } else {
-      ibv::PendingWork work = channel.post(request);
-      spin_until_complete(work);
+      check(receive.wait());
     }
-    if constexpr (op == Op::send) {
-      if constexpr (style == Style::unpolled_poll) {
-        spin_until_complete(*receive);
-      } else {
-        check(receive->wait());
-      }
-    }
+  } else {
+    single<style>(channel, request);
   }
 }
 
