@@ -183,16 +183,23 @@ void check_timeout(const Channel::Timeout& timeout, std::string_view operation) 
                                  "nothing was posted");
 }
 
-/// Waits for `wr_id` as a blocking call does: the completion, WorkError if it failed, and on
-/// timeout an Error after cancelling the request (detail::give_up).
-WorkCompletion await(detail::ChannelCore& core, std::uint64_t wr_id, Channel::Timeout timeout,
-                     std::string_view operation) {
-  const auto limit = timeout.value_or(core.timeouts().operation);
-  auto completion = core.take_fresh(wr_id);
-  if (!completion) completion = core.wait(wr_id, limit);
-  if (!completion) [[unlikely]] {
-    detail::give_up(core, wr_id, "Channel::" + std::string(operation),
-                    detail::timed_out(operation, wr_id, limit));
+/// The rest of a blocking call's wait for `wr_id`, once its first poll (take_fresh) gave
+/// `fresh` (null when it did not bring the completion): the completion, WorkError if it failed,
+/// and on timeout an Error after cancelling the request (detail::give_up). Out of line: a
+/// request that succeeded by its first poll never comes here.
+[[gnu::noinline]] WorkCompletion await_rest(detail::ChannelCore& core, std::uint64_t wr_id,
+                                            const WorkCompletion* fresh, Channel::Timeout timeout,
+                                            std::string_view operation) {
+  std::optional<WorkCompletion> completion;
+  if (fresh != nullptr) {
+    completion = *fresh;
+  } else {
+    const auto limit = timeout.value_or(core.timeouts().operation);
+    completion = core.wait(wr_id, limit);
+    if (!completion) [[unlikely]] {
+      detail::give_up(core, wr_id, "Channel::" + std::string(operation),
+                      detail::timed_out(operation, wr_id, limit));
+    }
   }
   if (!completion->ok()) throw WorkError(*completion, "Channel::" + std::string(operation));
   return *completion;
@@ -291,14 +298,21 @@ PendingWork Channel::post(const op::Receive& operation, PostOptions /*options*/)
 }
 
 WorkCompletion Channel::execute_request(SendRequest& request, Timeout timeout) {
-  const std::string_view name = detail::operation_name(request.opcode());
-  check_timeout(timeout, name);
-  return await(*core_, core_->post_send(request, {}), timeout, name);
+  if (timeout) [[unlikely]]
+    check_timeout(timeout, detail::operation_name(request.opcode()));
+  detail::ChannelCore& core = *core_;
+  const std::uint64_t wr_id = core.post_send(request, {});
+  const WorkCompletion* fresh = core.take_fresh(wr_id);
+  if (fresh != nullptr && fresh->ok()) [[likely]]
+    return *fresh;
+  return await_rest(core, wr_id, fresh, timeout, detail::operation_name(request.opcode()));
 }
 
 WorkCompletion Channel::execute(const op::Receive& operation, Timeout timeout) {
   check_timeout(timeout, "receive");
-  return await(*core_, core_->post_receive(operation.into), timeout, "receive");
+  detail::ChannelCore& core = *core_;
+  const std::uint64_t wr_id = core.post_receive(operation.into);
+  return await_rest(core, wr_id, core.take_fresh(wr_id), timeout, "receive");
 }
 
 }  // namespace ibv

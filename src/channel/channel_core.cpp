@@ -73,7 +73,9 @@ ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeo
       next_wr_id_(shared_ ? kChannelTag | 1U : 1U),
       slots_(ring_size(qp_.settings())),
       slot_mask_(slots_.size() - 1),
-      send_queue_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)),
+      send_queue_(std::bit_ceil(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1))),
+      send_capacity_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)),
+      send_mask_(send_queue_.size() - 1),
       shared_ring_(shared_ring_size(qp_)),
       send_list_(std::min(list_part(Queue::send), kListCapacity),
                  SendRequest::write(0, {}, RemoteMemoryRegion(0, 0, 0))),
@@ -194,7 +196,7 @@ void ChannelCore::throw_receive_on_shared() const {
 void ChannelCore::throw_send_queue_overrun() const {
   throw Error(ErrorKind::state, "Channel::post", EINVAL,
               "more send-queue requests in flight than max_send_wr (" +
-                  std::to_string(send_queue_.size()) + ")",
+                  std::to_string(send_capacity_) + ")",
               "this is a bug in ibverbs-cpp: please report it");
 }
 
@@ -256,9 +258,9 @@ void ChannelCore::report_unknown(const WorkCompletion& completion) {
 
 void ChannelCore::retire_through(std::uint64_t wr_id, std::uint32_t qp_number) {
   while (send_count_ > 0) {
-    const SendEntry entry = send_queue_[send_head_];
+    const SendEntry entry = send_queue_[send_head_ & send_mask_];
     if (entry.wr_id > wr_id) break;
-    if (++send_head_ == send_queue_.size()) send_head_ = 0;
+    ++send_head_;
     --send_count_;
     if (entry.wr_id == wr_id) break;
     // Requests before a completed one completed too (in order). A failed one reports itself,
@@ -315,11 +317,11 @@ std::optional<WorkCompletion> ChannelCore::try_take(std::uint64_t wr_id, bool& t
   if (slot->state != State::arrived) {
     // A signaled request completes by itself; an unsignaled one may need a flush write.
     if (slot->state == State::send && !slot->signaled) ensure_retirement(wr_id);
-    std::optional<WorkCompletion> handed;
+    const WorkCompletion* handed = nullptr;
     poll_once(wr_id, &handed);
-    if (handed) {
+    if (handed != nullptr) {
       tracked = false;
-      return handed;
+      return *handed;
     }
     slot = find(wr_id);  // ensure_retirement may have moved it
     if (slot == nullptr || slot->state != State::arrived) return std::nullopt;

@@ -87,7 +87,7 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   /// Posts `request` under a fresh wr_id (which it sets), after checking it once
   /// (QueuePair::check: bad input throws before anything waits or is posted, and leaves the
   /// channel as it was) and waiting (bounded) for room in the send queue. Returns the wr_id.
-  std::uint64_t post_send(SendRequest& request, PostOptions options) {
+  [[gnu::always_inline]] std::uint64_t post_send(SendRequest& request, PostOptions options) {
     if (cancelled()) [[unlikely]]
       throw_cancelled();
     const std::uint64_t id = next_wr_id_++;
@@ -178,10 +178,12 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   /// take() until it succeeds or `timeout` has passed.
   std::optional<WorkCompletion> wait(std::uint64_t wr_id, std::chrono::nanoseconds timeout);
   /// The completion of `wr_id`, a signaled request just posted, if one poll of the CQ brings
-  /// it (often: Soft-RoCE and fast NICs complete small requests by then); matched once, as it
-  /// is polled. The blocking calls' first look, before wait().
-  std::optional<WorkCompletion> take_fresh(std::uint64_t wr_id) {
-    std::optional<WorkCompletion> handed;
+  /// it (often: Soft-RoCE and fast NICs complete small requests by then), else null; matched
+  /// once, as it is polled, and handed out (forgotten here). The pointer is into the poll
+  /// batch: valid until the next poll of this channel. The blocking calls' first look, before
+  /// wait().
+  [[gnu::always_inline]] const WorkCompletion* take_fresh(std::uint64_t wr_id) {
+    const WorkCompletion* handed = nullptr;
     poll_once(wr_id, &handed);
     return handed;
   }
@@ -283,10 +285,10 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   using Clock = std::chrono::steady_clock;
 
   /// Polls one batch from the CQ into the cache; returns how many arrived. The completion of
-  /// `awaited` (a request still tracked for its handle), if among them, goes to `*handoff`
-  /// instead of its slot, which is freed: the awaited completion is matched once.
-  std::size_t poll_once(std::uint64_t awaited = 0,
-                        std::optional<WorkCompletion>* handoff = nullptr);
+  /// `awaited` (a request still tracked for its handle), if among them, is pointed to by
+  /// `*handoff` (in the batch, valid until the next poll) instead of being kept in its slot,
+  /// which is freed: the awaited completion is matched once and copied at most once.
+  std::size_t poll_once(std::uint64_t awaited = 0, const WorkCompletion** handoff = nullptr);
   /// Polls until the CQ is empty.
   void drain();
   /// Runs `done()` (which polls) until it returns true or `deadline` passes, waiting between
@@ -296,7 +298,7 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   bool wait_until(Clock::time_point deadline, Done&& done);
   /// Takes a polled completion into account: counts, retirement, orphans, the cache.
   void accept(const WorkCompletion& completion, std::uint64_t awaited,
-              std::optional<WorkCompletion>* handoff);
+              const WorkCompletion** handoff);
   /// Retires the unsignaled requests posted before the send-queue request `wr_id`.
   void retire_before(std::uint64_t wr_id, std::uint32_t qp_number);
   /// retire_before() when `wr_id` is not the oldest: retires each request before it.
@@ -307,10 +309,10 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   static void report_orphan_failure(const WorkCompletion& completion);
   /// Throws: more send-queue requests in flight than max_send_wr (a bug).
   [[noreturn]] void throw_send_queue_overrun() const;
-  /// Records `completion` of the request in `slot`: discarded if orphaned, else handed to
+  /// Records `completion` of the request in `slot`: discarded if orphaned, else pointed to by
   /// `*handoff` (freeing the slot) when given, else kept in the slot for its handle.
   void finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
-              std::optional<WorkCompletion>* handoff = nullptr);
+              const WorkCompletion** handoff = nullptr);
   void track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned);
   /// Waits (bounded by the operation timeout) until `count` more requests fit `queue`.
   void wait_for_room(Queue queue, std::size_t count = 1) {
@@ -335,7 +337,7 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   /// than half the queue, see must_signal) may stay in it until a later signaled one, so a
   /// whole queue's worth of room might never come.
   [[nodiscard]] std::size_t list_part(Queue queue) const noexcept {
-    return queue == Queue::send ? std::max<std::size_t>(send_queue_.size() / 2, 1)
+    return queue == Queue::send ? std::max<std::size_t>(send_capacity_ / 2, 1)
                                 : std::max<std::size_t>(qp_.settings().max_recv_wr.value(), 1);
   }
   /// Throws the state Error of a receive posted on a channel with a shared receive queue.
@@ -372,10 +374,12 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   std::vector<Slot> slots_;
   std::uint64_t slot_mask_ = 0;
   std::unordered_map<std::uint64_t, Slot> overflow_;  // tracked requests moved out of the ring
-  // Send-queue requests in posting order, not retired: a ring of max_send_wr entries (posting
-  // waits for room in the send queue, so no more are ever outstanding).
+  // Send-queue requests in posting order, not retired: a ring of at least max_send_wr entries,
+  // a power of two (posting waits for room in the send queue, so no more are ever outstanding).
   std::vector<SendEntry> send_queue_;
-  std::size_t send_head_ = 0;         // index of the oldest
+  std::size_t send_capacity_ = 0;     // max_send_wr (at least 1): how many may be outstanding
+  std::size_t send_mask_ = 0;         // send_queue_.size() - 1
+  std::size_t send_head_ = 0;         // the oldest is send_queue_[send_head_ & send_mask_]
   std::size_t send_count_ = 0;        // how many
   std::uint64_t last_signaled_ = 0;   // wr_id of the last signaled send-queue request posted
   std::uint32_t unsignaled_run_ = 0;  // unsignaled requests posted since the last signaled one
@@ -422,26 +426,25 @@ inline ChannelCore::Slot& ChannelCore::occupy(std::uint64_t wr_id, State state, 
 inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode,
                                     bool orphaned) {
   // wait_for_room() keeps it below max_send_wr before every post.
-  if (send_count_ >= send_queue_.size()) [[unlikely]]
+  if (send_count_ >= send_capacity_) [[unlikely]]
     throw_send_queue_overrun();
   occupy(wr_id, State::send, signaled, orphaned);
-  std::size_t tail = send_head_ + send_count_;
-  if (tail >= send_queue_.size()) tail -= send_queue_.size();
-  send_queue_[tail] = {wr_id, signaled, opcode};
+  send_queue_[(send_head_ + send_count_) & send_mask_] = {wr_id, signaled, opcode};
   ++send_count_;
   if (signaled) last_signaled_ = wr_id;
   unsignaled_run_ = signaled ? 0 : unsignaled_run_ + 1;
 }
 
-inline std::size_t ChannelCore::poll_once(std::uint64_t awaited,
-                                          std::optional<WorkCompletion>* handoff) {
+[[gnu::always_inline]] inline std::size_t ChannelCore::poll_once(std::uint64_t awaited,
+                                                                 const WorkCompletion** handoff) {
   const auto polled = cq_.poll(batch_);
   for (const auto& completion : polled) accept(completion, awaited, handoff);
   return polled.size();
 }
 
-inline void ChannelCore::accept(const WorkCompletion& completion, std::uint64_t awaited,
-                                std::optional<WorkCompletion>* handoff) {
+[[gnu::always_inline]] inline void ChannelCore::accept(const WorkCompletion& completion,
+                                                       std::uint64_t awaited,
+                                                       const WorkCompletion** handoff) {
   const std::uint64_t wr_id = completion.wr_id();
   if (shared_ && (wr_id & kChannelTag) == 0) {
     keep_shared(completion);  // a receive from the shared queue: not the channel's to track
@@ -461,19 +464,23 @@ inline void ChannelCore::accept(const WorkCompletion& completion, std::uint64_t 
   finish(*slot, wr_id, completion, wr_id == awaited ? handoff : nullptr);
 }
 
-inline void ChannelCore::retire_before(std::uint64_t wr_id, std::uint32_t qp_number) {
+[[gnu::always_inline]] inline void ChannelCore::retire_before(std::uint64_t wr_id,
+                                                              std::uint32_t qp_number) {
   // The send queue is in posting order, so in increasing wr_id order.
-  if (send_count_ == 0 || wr_id < send_queue_[send_head_].wr_id) return;  // retired already
-  if (send_queue_[send_head_].wr_id == wr_id) [[likely]] {  // the oldest: nothing before it
-    if (++send_head_ == send_queue_.size()) send_head_ = 0;
+  if (send_count_ == 0) return;  // retired already
+  const std::uint64_t oldest = send_queue_[send_head_ & send_mask_].wr_id;
+  if (oldest == wr_id) [[likely]] {  // the oldest: nothing before it
+    ++send_head_;
     --send_count_;
     return;
   }
+  if (wr_id < oldest) return;  // retired already
   retire_through(wr_id, qp_number);
 }
 
-inline void ChannelCore::finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
-                                std::optional<WorkCompletion>* handoff) {
+[[gnu::always_inline]] inline void ChannelCore::finish(Slot& slot, std::uint64_t wr_id,
+                                                       const WorkCompletion& completion,
+                                                       const WorkCompletion** handoff) {
   if (slot.state == State::receive) --in_flight_receive_;
   if (slot.orphaned) [[unlikely]] {
     release(&slot, wr_id);
@@ -482,7 +489,7 @@ inline void ChannelCore::finish(Slot& slot, std::uint64_t wr_id, const WorkCompl
   }
   if (handoff != nullptr) {
     release(&slot, wr_id);
-    *handoff = completion;
+    *handoff = &completion;
     return;
   }
   slot.state = State::arrived;
