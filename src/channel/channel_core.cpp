@@ -310,42 +310,15 @@ std::optional<WorkCompletion> ChannelCore::wait_shared(std::chrono::nanoseconds 
   return completion;
 }
 
-std::optional<WorkCompletion> ChannelCore::try_take(std::uint64_t wr_id, bool& tracked) {
-  Slot* slot = find(wr_id);
-  tracked = slot != nullptr && !slot->orphaned;
-  if (!tracked) return std::nullopt;  // handed out already, or unknown
-  if (slot->state != State::arrived) {
-    // A signaled request completes by itself; an unsignaled one may need a flush write.
-    if (slot->state == State::send && !slot->signaled) ensure_retirement(wr_id);
-    const WorkCompletion* handed = nullptr;
-    poll_once(wr_id, &handed);
-    if (handed != nullptr) {
-      tracked = false;
-      return *handed;
-    }
-    slot = find(wr_id);  // ensure_retirement may have moved it
-    if (slot == nullptr || slot->state != State::arrived) return std::nullopt;
-  }
-  const WorkCompletion completion = slot->completion;
-  release(slot, wr_id);
-  tracked = false;
-  return completion;
-}
-
-std::optional<WorkCompletion> ChannelCore::take(std::uint64_t wr_id) {
-  bool tracked = false;
-  return try_take(wr_id, tracked);
-}
-
 std::optional<WorkCompletion> ChannelCore::wait(std::uint64_t wr_id,
                                                 std::chrono::nanoseconds timeout) {
   // Once before reading the clock: a blocking request has often completed by the first poll.
   bool tracked = false;
-  if (auto completion = try_take(wr_id, tracked)) return completion;
+  if (const WorkCompletion* completion = try_take(wr_id, tracked)) return *completion;
   if (!tracked || timeout <= std::chrono::nanoseconds::zero()) return std::nullopt;
   std::optional<WorkCompletion> completion;
   wait_until(Clock::now() + timeout, [&] {
-    completion = try_take(wr_id, tracked);
+    if (const WorkCompletion* taken = try_take(wr_id, tracked)) completion = *taken;
     return completion.has_value() || !tracked;
   });
   return completion;

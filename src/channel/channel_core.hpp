@@ -159,22 +159,25 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   static constexpr std::size_t kListCapacity = 64;
 
   /// The completion of `wr_id` if it has arrived (polling the CQ once if it is not cached
-  /// yet), and forgets it: each completion is handed out once.
-  std::optional<WorkCompletion> take(std::uint64_t wr_id);
-  /// For a scope's drain: if the completion of `wr_id` has arrived and succeeded, frees its slot
-  /// without copying the completion and returns true. False when it is outstanding, failed,
-  /// orphaned or not tracked: the caller then settles it the usual way (take() or wait()).
-  bool release_if_succeeded(std::uint64_t wr_id) {
-    Slot* slot = find(wr_id);
-    if (slot == nullptr || slot->state != State::arrived || slot->orphaned ||
-        !slot->completion.ok()) {
-      return false;
-    }
-    release(slot, wr_id);
-    return true;
+  /// yet), else null, and forgets it: each completion is handed out once. The pointer is valid
+  /// until the next post or poll on this channel: copy it at once.
+  const WorkCompletion* take(std::uint64_t wr_id) {
+    bool tracked = false;
+    return try_take(wr_id, tracked);
   }
-  /// Polls the completion queue once (see poll_once), for a caller that then looks again.
-  void poll_completions() { (void)poll_once(); }
+  /// For a scope's drain: if the completion of `wr_id` has arrived, or one poll (as take()
+  /// polls) brings it, and it succeeded, forgets it and returns true, copying nothing. False
+  /// when it is outstanding, failed (kept for its handle), orphaned, unsignaled or not
+  /// tracked: the caller then settles it the usual way (take() or wait()).
+  bool settle_if_succeeded(std::uint64_t wr_id) {
+    Slot* slot = find(wr_id);
+    if (slot != nullptr && slot->state == State::arrived && !slot->orphaned) [[likely]] {
+      if (!slot->completion.ok()) return false;
+      release(slot, wr_id);
+      return true;
+    }
+    return poll_if_succeeded(slot, wr_id);
+  }
   /// take() until it succeeds or `timeout` has passed.
   std::optional<WorkCompletion> wait(std::uint64_t wr_id, std::chrono::nanoseconds timeout);
   /// The completion of `wr_id`, a signaled request just posted, if one poll of the CQ brings
@@ -347,8 +350,14 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   void ensure_retirement(std::uint64_t wr_id);
   /// Keeps a receive completion from the shared receive queue for take_shared().
   void keep_shared(const WorkCompletion& completion);
+  /// settle_if_succeeded() for a request whose completion has not arrived (`slot`: its slot,
+  /// or null): one poll for it.
+  bool poll_if_succeeded(Slot* slot, std::uint64_t wr_id);
   /// take() that also says whether `wr_id` is still tracked (false: handed out, or unknown).
-  std::optional<WorkCompletion> try_take(std::uint64_t wr_id, bool& tracked);
+  const WorkCompletion* try_take(std::uint64_t wr_id, bool& tracked);
+  /// Frees `slot` (the slot of `wr_id`, arrived) and points to its completion, which stays
+  /// readable until the next post or poll (a spilled slot's is copied to handed_out_ first).
+  const WorkCompletion* hand_out(Slot* slot, std::uint64_t wr_id);
   /// Throws the state Error of a post on a cancelled channel (naming why it was cancelled).
   [[noreturn]] void throw_cancelled() const;
   /// Polls the monitor, at most once a millisecond, while a wait goes on (`now`: its clock).
@@ -392,6 +401,7 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   std::size_t shared_head_ = 0;
   std::size_t shared_count_ = 0;
   std::array<WorkCompletion, 32> batch_{};
+  WorkCompletion handed_out_;                 // hand_out()'s copy of a spilled slot's completion
   std::vector<SendRequest> send_list_;        // send_list_storage()
   std::vector<ReceiveRequest> receive_list_;  // receive_list_storage()
 };
@@ -462,6 +472,53 @@ inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpco
       send_failed_ = true;
   }
   finish(*slot, wr_id, completion, wr_id == awaited ? handoff : nullptr);
+}
+
+[[gnu::always_inline]] inline bool ChannelCore::poll_if_succeeded(Slot* slot, std::uint64_t wr_id) {
+  if (slot == nullptr || slot->orphaned || slot->state == State::arrived) return false;
+  if (slot->state == State::send && !slot->signaled) return false;  // may need a flush write
+  const WorkCompletion* handed = nullptr;
+  poll_once(wr_id, &handed);
+  if (handed == nullptr) return false;
+  if (handed->ok()) [[likely]]
+    return true;
+  // Failed: back into a slot, for the handle's owner to take (`handed` points into the poll
+  // batch, which only the next poll overwrites).
+  occupy(wr_id, State::arrived, true, false).completion = *handed;
+  return false;
+}
+
+[[gnu::always_inline]] inline const WorkCompletion* ChannelCore::try_take(std::uint64_t wr_id,
+                                                                          bool& tracked) {
+  Slot* slot = find(wr_id);
+  tracked = slot != nullptr && !slot->orphaned;
+  if (!tracked) [[unlikely]]
+    return nullptr;  // handed out already, or unknown
+  if (slot->state != State::arrived) {
+    // A signaled request completes by itself; an unsignaled one may need a flush write.
+    if (slot->state == State::send && !slot->signaled) [[unlikely]]
+      ensure_retirement(wr_id);
+    const WorkCompletion* handed = nullptr;
+    poll_once(wr_id, &handed);
+    if (handed != nullptr) {
+      tracked = false;
+      return handed;
+    }
+    slot = find(wr_id);  // ensure_retirement may have moved it
+    if (slot == nullptr || slot->state != State::arrived) return nullptr;
+  }
+  tracked = false;
+  return hand_out(slot, wr_id);
+}
+
+inline const WorkCompletion* ChannelCore::hand_out(Slot* slot, std::uint64_t wr_id) {
+  if (slot == &slots_[wr_id & slot_mask_]) [[likely]] {
+    slot->state = State::free;
+    return &slot->completion;
+  }
+  handed_out_ = slot->completion;
+  overflow_.erase(wr_id);
+  return &handed_out_;
 }
 
 [[gnu::always_inline]] inline void ChannelCore::retire_before(std::uint64_t wr_id,

@@ -15,9 +15,6 @@ namespace ibv {
 PendingWork::PendingWork(std::shared_ptr<detail::ChannelCore> core, std::uint64_t wr_id) noexcept
     : core_(core.get()), owner_(std::move(core)), wr_id_(wr_id) {}
 
-PendingWork::PendingWork(detail::ChannelCore& core, std::uint64_t wr_id) noexcept
-    : core_(&core), wr_id_(wr_id) {}
-
 namespace {
 /// Shared ownership of `core` for a handle moved out of a scope (which owned the core for it).
 std::shared_ptr<detail::ChannelCore> share(detail::ChannelCore* core) noexcept {
@@ -46,10 +43,10 @@ PendingWork& PendingWork::operator=(PendingWork&& other) noexcept {
   return *this;
 }
 
-PendingWork::~PendingWork() { settle(); }
-
 std::optional<WorkCompletion> PendingWork::poll() {
-  if (!completion_ && core_) completion_ = core_->take(wr_id_);
+  if (!completion_ && core_ != nullptr) {
+    if (const WorkCompletion* taken = core_->take(wr_id_)) completion_ = *taken;
+  }
   return completion_;
 }
 
@@ -64,6 +61,15 @@ std::optional<WorkCompletion> PendingWork::wait_for(Duration timeout) {
 }
 
 WorkCompletion PendingWork::wait() {
+  // The common case first: complete by now, or by one poll.
+  if (!completion_ && core_ != nullptr) [[likely]] {
+    if (const WorkCompletion* taken = core_->take(wr_id_)) {
+      completion_ = *taken;
+      if (!taken->ok()) [[unlikely]]
+        throw WorkError(*taken, "PendingWork::wait");
+      return *taken;
+    }
+  }
   if (!core_ && !completion_) {
     throw Error(ErrorKind::state, "PendingWork::wait", EINVAL, "the handle was moved from");
   }

@@ -102,7 +102,7 @@ PendingWork& ScopeWork::keep(ChannelCore& core, std::uint64_t wr_id,
   return keep(PendingWork(core, wr_id), peer);
 }
 
-void ScopeWork::clear() noexcept {
+void ScopeWork::forget_all() noexcept {
   for (std::size_t i = 0; i < inline_count_; ++i) std::destroy_at(&inline_[i].kept);
   inline_count_ = 0;
   spilled_.reset();
@@ -124,13 +124,10 @@ std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanosec
   return std::nullopt;
 }
 
-bool ScopeWork::settled_quickly(PendingWork& work) {
+[[gnu::always_inline]] inline bool ScopeWork::settled_quickly(PendingWork& work) {
   ChannelCore* core = work.core_;
   if (core == nullptr) return true;  // moved out of the scope: its new owner's business
-  if (!core->release_if_succeeded(work.wr_id_)) {
-    core->poll_completions();  // often brings it (and the rest of the scope's requests) in
-    if (!core->release_if_succeeded(work.wr_id_)) return false;
-  }
+  if (!core->settle_if_succeeded(work.wr_id_)) return false;
   work.forget_core();
   return true;
 }

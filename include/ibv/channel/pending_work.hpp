@@ -45,7 +45,10 @@ class [[nodiscard]] PendingWork {
   PendingWork& operator=(PendingWork&& other) noexcept;
   PendingWork(const PendingWork&) = delete;
   PendingWork& operator=(const PendingWork&) = delete;
-  ~PendingWork();
+  /// Settles a request still pending (see the class comment); one that completed costs a test.
+  ~PendingWork() {
+    if (core_ != nullptr && !completion_) settle();
+  }
 
   /// The completion if it has arrived, else nullopt. Never blocks.
   [[nodiscard]] std::optional<WorkCompletion> poll();
@@ -72,7 +75,8 @@ class [[nodiscard]] PendingWork {
   /// ends (ScopeWork destroys its handles) while the scope still owns the channel's core. Saves
   /// the shared_ptr's atomic count on every scoped request. Moved out of the scope, the handle
   /// takes a share of the core, like any other.
-  PendingWork(detail::ChannelCore& core, std::uint64_t wr_id) noexcept;
+  PendingWork(detail::ChannelCore& core, std::uint64_t wr_id) noexcept
+      : core_(&core), wr_id_(wr_id) {}
   /// A handle that shares ownership of the channel's core.
   PendingWork(std::shared_ptr<detail::ChannelCore> core, std::uint64_t wr_id) noexcept;
   /// Lets go of the channel (and of its ownership, if this handle shares it).

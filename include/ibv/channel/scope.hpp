@@ -106,8 +106,13 @@ class ScopeWork {
       for (auto& kept : *spilled_) visit(kept);
     }
   }
-  /// Forgets every request kept (their destructors run: settled handles do not wait).
-  void clear() noexcept;
+  /// Forgets every request kept (their destructors run: settled handles do not wait). Costs a
+  /// test when nothing is kept (a scope's finish has cleared already when it is destroyed).
+  void clear() noexcept {
+    if (inline_count_ != 0 || spilled_) forget_all();
+  }
+  /// clear() when something is kept.
+  void forget_all() noexcept;
 
   // The first kInline requests are kept in place (a scope of up to 32 requests allocates
   // nothing), the rest in a deque made when needed: references to either stay valid as more
@@ -197,7 +202,9 @@ class ListPoster {
     }
     std::size_t count = 0;
     for (const auto& operation : operations) {
-      storage[count++] = make(operation);
+      // Made in place (the prvalue initializes the element): no copy of the request.
+      static_assert(std::is_trivially_destructible_v<Request>);
+      ::new (static_cast<void*>(&storage[count++])) Request(make(operation));
       if (count == storage.size()) {
         post(storage);
         count = 0;
