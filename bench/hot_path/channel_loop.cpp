@@ -111,7 +111,8 @@ const auto& operation(const Loop& loop) {
 }
 
 // The verbs style's wait: poll until `expected` completions have arrived, all successful.
-void poll_for(const ibv::CompletionQueue& cq, std::size_t expected) {
+// Inlined into the loop, as raw_loop.c's wait_for is.
+[[gnu::always_inline]] inline void poll_for(const ibv::CompletionQueue& cq, std::size_t expected) {
   std::array<ibv::WorkCompletion, 2> completions{};
   std::uint64_t spins = 0;
   while (expected > 0) {
@@ -136,8 +137,9 @@ void check(const ibv::WorkCompletion& completion) {
   if (!completion.ok()) throw ibv::WorkError(completion);
 }
 
+// Inlined into the loop, as raw_loop.c's once is.
 template <Op op>
-void verbs_once(const Loop& loop) {
+[[gnu::always_inline]] inline void verbs_once(const Loop& loop) {
   if constexpr (op == Op::send) {
     ibv::ReceiveRequest receive = loop.receive.request(loop.next_wr_id++);
     loop.qp.post_receive(receive);

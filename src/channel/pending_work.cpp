@@ -43,10 +43,15 @@ PendingWork& PendingWork::operator=(PendingWork&& other) noexcept {
   return *this;
 }
 
-std::optional<WorkCompletion> PendingWork::poll() {
+bool PendingWork::refresh() {
   if (!completion_ && core_ != nullptr) {
     if (const WorkCompletion* taken = core_->take(wr_id_)) completion_ = *taken;
   }
+  return completion_.has_value();
+}
+
+std::optional<WorkCompletion> PendingWork::poll() {
+  refresh();
   return completion_;
 }
 

@@ -19,7 +19,6 @@ AsyncWork::AsyncWork(PendingWork work, std::optional<Duration> timeout, const ch
     throw_invalid_argument(operation_, "work", "is a moved-from PendingWork");
   }
   detail::check_positive_timeout(timeout_, operation_);
-  deadline_ = std::chrono::steady_clock::now() + timeout_;
 }
 
 AsyncWork::AsyncWork(AsyncWork&& other) noexcept
@@ -34,18 +33,21 @@ AsyncWork::~AsyncWork() {
   // work_'s destructor settles a request whose completion nobody took (bounded wait).
 }
 
-void AsyncWork::suspend(EventLoop* loop, std::coroutine_handle<> coroutine) {
+bool AsyncWork::suspend(EventLoop* loop, std::coroutine_handle<> coroutine) {
   if (loop == nullptr) {
     throw Error(ErrorKind::state, operation_, EINVAL, "awaited in a task that runs on no loop",
                 "spawn the task on an ibv::EventLoop");
   }
+  if (work_.refresh() && loop->take_inline_turn()) return false;  // complete: go on at once
+  deadline_ = std::chrono::steady_clock::now() + timeout_;
   loop->watch(this, kWaiterOps, coroutine);
   loop_ = loop;
+  return true;
 }
 
 bool AsyncWork::ready(void* self, std::chrono::steady_clock::time_point now) {
   auto& work = *static_cast<AsyncWork*>(self);
-  if (work.work_.poll()) return true;
+  if (work.work_.refresh()) return true;
   if (now >= work.deadline_) work.timed_out_ = true;
   return work.timed_out_;
 }
@@ -80,9 +82,10 @@ void AsyncWork::consume(void* self) {
 
 WorkCompletion AsyncWork::await_resume() {
   loop_ = nullptr;  // the loop forgets a waiter when it resumes it
-  if (const auto completion = work_.poll()) {
-    if (!completion->ok()) throw WorkError(*completion, operation_);
-    return *completion;
+  if (work_.refresh()) {
+    const WorkCompletion& completion = *work_.completion_;
+    if (!completion.ok()) throw WorkError(completion, operation_);
+    return completion;
   }
   const std::string reason = detail::timed_out("an awaited request", work_.wr_id(), timeout_);
   work_.cancel(reason);

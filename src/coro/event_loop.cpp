@@ -96,6 +96,7 @@ std::size_t EventLoop::run_once() {
   for (std::size_t count = ready_.size(); count > 0 && !ready_.empty(); --count) {
     const Watched next = ready_.front();
     ready_.pop_front();
+    inline_turns_ = kInlineTurns;  // each resumed task's own
     next.coroutine.resume();  // a task's exceptions end in its promise: resume() does not throw
     ++resumed;
   }

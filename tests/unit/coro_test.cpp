@@ -1,6 +1,7 @@
 // Unit tests of the coroutine layer's logic that needs no device: Task (lazy start, values,
 // exceptions, destruction unfinished) and EventLoop (spawning, passes, timeouts, reaping),
 // with a test awaitable (Trigger) in place of a posted request.
+#include <algorithm>
 #include <chrono>
 #include <coroutine>
 #include <cstddef>
@@ -88,6 +89,36 @@ class NextPass {
   ibv::EventLoop* loop_ = nullptr;
 };
 
+/// An operation that has always completed by the time it is awaited: like AsyncWork for a
+/// completed request, it continues the task at once while the loop grants an inline turn, and
+/// otherwise suspends it until the next pass.
+class Completed {
+ public:
+  Completed() = default;
+  Completed(const Completed&) = delete;
+  Completed& operator=(const Completed&) = delete;
+  Completed(Completed&&) = delete;
+  Completed& operator=(Completed&&) = delete;
+  ~Completed() {
+    if (loop_ != nullptr) loop_->unwatch(this);
+  }
+  // NOLINTNEXTLINE(readability-convert-member-functions-to-static): called on the awaitable
+  [[nodiscard]] bool await_ready() const noexcept { return false; }
+  template <ibv::detail::TaskPromise Promise>
+  bool await_suspend(std::coroutine_handle<Promise> coroutine) {
+    ibv::EventLoop* loop = coroutine.promise().loop();
+    if (loop->take_inline_turn()) return false;
+    loop->watch(this, kOps<&Completed::ready>, coroutine);
+    loop_ = loop;
+    return true;
+  }
+  void await_resume() noexcept { loop_ = nullptr; }
+  static bool ready(void* /*self*/) { return true; }
+
+ private:
+  ibv::EventLoop* loop_ = nullptr;
+};
+
 /// Counts its own destruction (to see a destroyed frame's locals destroyed).
 struct Guard {
   explicit Guard(int& destroyed) noexcept : destroyed_(&destroyed) {}
@@ -152,6 +183,44 @@ TEST(Task, AwaitsSuspendedTasksAndPropagatesTheirExceptions) {
   EXPECT_EQ(loop.task_count(), 0U);
   EXPECT_EQ(sum, 5);
   EXPECT_EQ(caught, "failed inside");
+}
+
+TEST(EventLoop, ATaskContinuesPastCompletedAwaitsForItsInlineTurnsThenLetsTheOthersRun) {
+  constexpr int kAwaits = 300;
+  std::vector<char> order;  // which task went on after each of its awaits
+  auto busy = [&order](char name) -> ibv::Task<> {
+    for (int i = 0; i < kAwaits; ++i) {
+      co_await Completed{};
+      order.push_back(name);
+    }
+  };
+  ibv::EventLoop loop;
+  loop.spawn(busy('a'));
+  loop.spawn(busy('b'));
+  std::size_t passes = 0;
+  while (loop.task_count() > 0 && passes < 100) {
+    loop.run_once();
+    ++passes;
+  }
+  ASSERT_EQ(loop.task_count(), 0U);
+  ASSERT_EQ(order.size(), 2U * kAwaits);
+  // Runs of one task's awaits in a row: the first resume continues past kInlineTurns awaits,
+  // every later one past the await it was suspended on plus kInlineTurns; never more.
+  std::vector<std::size_t> runs{1};
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    if (order[i] == order[i - 1]) {
+      ++runs.back();
+    } else {
+      runs.push_back(1);
+    }
+  }
+  const std::size_t turns = ibv::EventLoop::kInlineTurns;
+  EXPECT_EQ(runs.front(), turns) << "the first resume goes on inline, then yields";
+  EXPECT_EQ(*std::max_element(runs.begin(), runs.end()), turns + 1);
+  EXPECT_EQ(order.front(), 'a');
+  EXPECT_EQ(order[turns], 'b') << "b runs before a goes on";
+  // 300 awaits each, at most 65 a resume: a handful of passes, not one per await.
+  EXPECT_LE(passes, 8U);
 }
 
 TEST(EventLoop, RethrowsTheExceptionOfASpawnedTaskAndKeepsTheOthers) {

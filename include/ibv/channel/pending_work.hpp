@@ -85,6 +85,9 @@ class [[nodiscard]] PendingWork {
     owner_.reset();
   }
   void settle() noexcept;
+  /// Takes the completion in if it has arrived (one poll, as poll()); whether the handle has it
+  /// now. poll() without the copy.
+  bool refresh();
   /// The channel's operation timeout (0 for a moved-from handle).
   [[nodiscard]] Duration operation_timeout() const noexcept;
   /// Gives up on the request because of `reason`: cancels it (the channel's queue pair to the

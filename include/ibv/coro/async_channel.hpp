@@ -40,7 +40,8 @@ AsyncWork async_post(Channel& channel, const Operation& operation, Channel::Time
 /// positive; the request is checked against the queue pair), throwing ibv::Error
 /// (invalid_argument) before anything is posted. Awaiting it gives the WorkCompletion, or
 /// throws ibv::WorkError (failed) or ibv::Error (timeout: no completion within `timeout`,
-/// default the channel's operation timeout, counted from the post; the request is cancelled as
+/// default the channel's operation timeout, counted from the co_await that suspends for it
+/// (AsyncWork); the request is cancelled as
 /// a blocking call's, which breaks the channel: docs/safety.md, "No orphans"). The request is in
 /// flight from the call, not from the co_await: post several, then await them.
 template <op::Operation Operation>

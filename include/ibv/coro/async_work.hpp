@@ -18,14 +18,16 @@ namespace ibv {
 /// `co_await` on it, inside an ibv::Task running on an EventLoop, gives the request's
 /// WorkCompletion, as the blocking calls do:
 /// - a failed completion throws ibv::WorkError;
-/// - no completion within the timeout (counted from the AsyncWork's construction, which for
-///   the async_* functions is the post) throws ibv::Error (timeout) after cancelling the
-///   request as a blocking call does: the channel's queue pair goes to the error state, the
-///   device touches none of its buffers afterwards, and the channel refuses further work.
-/// co_await always suspends the task once, even when the completion is already there, and its
-/// loop resumes it on the first pass that finds the completion (or the deadline passed): so a
-/// task that posts and awaits in a loop can not starve the loop's other tasks (Soft-RoCE often
-/// completes a request inside the post).
+/// - no completion within the timeout (counted from the co_await that suspends the task for
+///   it) throws ibv::Error (timeout) after cancelling the request as a blocking call does: the
+///   channel's queue pair goes to the error state, the device touches none of its buffers
+///   afterwards, and the channel refuses further work.
+/// co_await looks for the completion once (one poll) before it suspends the task: a request
+/// that has completed by then (Soft-RoCE and fast NICs often complete a small one by its
+/// first poll) continues the task at once, without the loop or a clock read, for up to
+/// EventLoop::kInlineTurns such awaits in a row, so that a task that posts and awaits in a
+/// loop can not starve the loop's other tasks. Otherwise its loop resumes the task on the
+/// first pass that finds the completion (or the deadline passed).
 ///
 /// Destroyed without having delivered its completion (never awaited, or its task destroyed
 /// while suspended on it), it settles the request as its PendingWork does: it waits for the
@@ -49,14 +51,15 @@ class [[nodiscard]] AsyncWork {
   AsyncWork& operator=(const AsyncWork&) = delete;
   ~AsyncWork();
 
-  /// False: the task always goes through its loop (see above).
+  /// False: the task's loop decides in await_suspend (see above).
   // NOLINTNEXTLINE(readability-convert-member-functions-to-static): called on the awaitable
   [[nodiscard]] bool await_ready() const noexcept { return false; }
-  /// Suspends the task until its loop sees the completion or the deadline pass. Throws
-  /// ibv::Error (state) if the task does not run on a loop.
+  /// Continues the task at once (false) when the request has completed and the loop grants an
+  /// inline turn; else suspends it (true) until its loop sees the completion or the deadline
+  /// pass. Throws ibv::Error (state) if the task does not run on a loop.
   template <detail::TaskPromise Promise>
-  void await_suspend(std::coroutine_handle<Promise> coroutine) {
-    suspend(coroutine.promise().loop(), coroutine);
+  bool await_suspend(std::coroutine_handle<Promise> coroutine) {
+    return suspend(coroutine.promise().loop(), coroutine);
   }
   /// The completion; throws ibv::WorkError (failed) or ibv::Error (timeout), see above.
   WorkCompletion await_resume();
@@ -72,7 +75,7 @@ class [[nodiscard]] AsyncWork {
   static int fd(const void* self);
   static void arm(void* self);
   static void consume(void* self);
-  void suspend(EventLoop* loop, std::coroutine_handle<> coroutine);
+  bool suspend(EventLoop* loop, std::coroutine_handle<> coroutine);
 
   PendingWork work_;
   std::chrono::steady_clock::time_point deadline_;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <coroutine>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <optional>
@@ -61,6 +62,10 @@ struct WaiterOps {
 ///   loop, see arm_for_sleep(), completion_fds() and next_deadline().
 /// - A spawned task that ends with an exception is removed, and the exception comes out of the
 ///   run() / run_once() that saw it end (the other tasks stay on the loop; run again to go on).
+/// - An awaited operation that has completed by the time its task awaits it does not suspend
+///   the task, for up to kInlineTurns such awaits in a row after the loop resumed the task;
+///   the next one suspends as usual and resumes on the next pass, after the other tasks ready
+///   in this one: a task whose requests always complete at once can not starve the others.
 /// - Not thread-safe: spawn, run and the tasks all belong to one thread. Not movable (the
 ///   suspended operations point at it).
 /// - Destroying the loop destroys the unfinished tasks (see Task).
@@ -117,6 +122,18 @@ class EventLoop {
   /// How many spawned tasks have not finished.
   [[nodiscard]] std::size_t task_count() const noexcept { return tasks_.size(); }
 
+  /// How many completed awaits in a row a task continues past without suspending, after the
+  /// loop resumed it (see the class comment).
+  static constexpr std::uint32_t kInlineTurns = 64;
+  /// For awaitables (AsyncWork): whether the running task may continue at once past an
+  /// operation that has completed, without going through the loop; each true uses one of the
+  /// kInlineTurns the task got when the loop last resumed it.
+  [[nodiscard]] bool take_inline_turn() noexcept {
+    if (inline_turns_ == 0) return false;
+    --inline_turns_;
+    return true;
+  }
+
   /// For awaitables (AsyncWork): `coroutine`, suspended on `waiter`, is resumed (once) on the
   /// first pass on which `ops.ready(waiter, now)` is true. unwatch() forgets it (call it when
   /// the waiter is destroyed before that), also after it was found ready but before it
@@ -141,6 +158,7 @@ class EventLoop {
   std::deque<Watched> ready_;                // to resume (waiter null: a task's start)
   std::vector<Watched> watched_;             // suspended on an operation
   std::deque<std::exception_ptr> failures_;  // of reaped tasks, not rethrown yet
+  std::uint32_t inline_turns_ = kInlineTurns;  // the running task's (take_inline_turn)
   bool finished_ = false;                    // a spawned task finished since the last reap
   bool running_ = false;                     // inside run_once()
   bool armed_ = false;                       // fds armed: the next pass consumes events

@@ -73,6 +73,7 @@ static_assert(sizeof(ScatterElement) == sizeof(ibv_sge) &&
 /// Total bytes of a list of elements (64-bit: a list may exceed 4 GiB in sum).
 template <typename Element>
 [[nodiscard]] constexpr std::uint64_t total_length(std::span<const Element> elements) noexcept {
+  if (elements.size() == 1) return elements.front().length();  // the common case, no loop
   std::uint64_t sum = 0;
   for (const auto& e : elements) sum += e.length();
   return sum;
