@@ -25,14 +25,20 @@ std::uint64_t address_of(const void* pointer) noexcept {
 }  // namespace
 
 void MemoryRegion::Deregister::operator()(ibv_mr* mr) const noexcept {
+  if (keys != nullptr) keys->remove(mr->context, mr->lkey);
   if (const int rc = ibv_dereg_mr(mr); rc != 0) {
     std::fprintf(stderr, "ibverbs-cpp: ibv_dereg_mr failed (errno %d)\n", rc);
   }
 }
 
 MemoryRegion::MemoryRegion(ProtectionDomain pd, ibv_mr* owned, RemoteAccess access)
-    : pd_(std::move(pd)), mr_(owned), access_(access) {
+    : pd_(std::move(pd)), mr_(owned, Deregister{&pd_.local_keys()}), access_(access) {
   if (owned == nullptr) throw_invalid_argument("MemoryRegion", "registration", "is null");
+  if (owned->pd != pd_.native()) {
+    throw_invalid_argument("MemoryRegion", "registration",
+                           "was registered on another protection domain than the one given");
+  }
+  pd_.local_keys().add(owned->context, owned->lkey);
 }
 
 MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {

@@ -8,6 +8,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -134,6 +135,12 @@ void check_receive(const detail::QueuePairCore& core, const ReceiveRequest& requ
                            "has room for " + std::to_string(request.byte_length()) +
                                " bytes, more than the port's max message size of " +
                                std::to_string(core.port.max_message_size));
+  }
+  const ibv_sge* elements = request.native().sg_list;
+  if (const auto foreign = core.pd.local_keys().first_foreign(core.pd.context().native(), elements,
+                                                              request.element_count())) {
+    throw_invalid_argument("post_receive", "receive wr_id " + std::to_string(request.wr_id()),
+                           detail::LocalKeys::foreign_reason(*foreign, elements));
   }
 }
 
@@ -582,6 +589,11 @@ void QueuePair::check(const SendRequest& request) const {
                               : request.opcode() == SendOpcode::rdma_read ? "source"
                                                                           : "target") +
                              " region)");
+  }
+  const ibv_sge* elements = request.native().sg_list;
+  if (const auto foreign = core_->pd.local_keys().first_foreign(
+          core_->pd.context().native(), elements, request.element_count())) {
+    reject_send(request, detail::LocalKeys::foreign_reason(*foreign, elements));
   }
 }
 

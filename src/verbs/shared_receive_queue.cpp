@@ -82,6 +82,13 @@ void SharedReceiveQueue::check(const ReceiveRequest& request) const {
                                " elements, more than the shared receive queue's max_sge of " +
                                std::to_string(max_sge_));
   }
+  const ibv_sge* elements = request.native().sg_list;
+  if (const auto foreign = pd_.local_keys().first_foreign(pd_.context().native(), elements,
+                                                          request.element_count())) {
+    throw_invalid_argument("SharedReceiveQueue::post_receive",
+                           "receive wr_id " + std::to_string(request.wr_id()),
+                           detail::LocalKeys::foreign_reason(*foreign, elements));
+  }
 }
 
 void SharedReceiveQueue::post_receive(ReceiveRequest& request) const {

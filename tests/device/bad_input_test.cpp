@@ -528,6 +528,67 @@ TEST_F(BadInputChannel, RejectedPostsPostNothingAndLeaveTheChannelUsable) {
   round_trip(3);
 }
 
+TEST_F(BadInputChannel, AnElementOfAnotherProtectionDomainIsRefusedBeforeAnythingIsPosted) {
+  // A buffer registered on a second protection domain of the same device. The device would fail
+  // a request on it (local protection or QP operation error) or, for inline data, which it
+  // copies at the post without looking at the key, not notice at all: every post refuses it.
+  const ProtectionDomain other(context);
+  std::vector<std::byte> elsewhere(kRegionBytes);
+  const MemoryRegion foreign = other.register_remote_accessible(elsewhere, RemoteAccess::all());
+  const auto bytes = [&](std::size_t n) { return std::span<const std::byte>(elsewhere).first(n); };
+  const std::array small{foreign.gather(bytes(8))};  // inline by default
+  const std::array large{foreign.gather(bytes(4096))};
+  ASSERT_GT(large.front().length(), a->queue_pair().max_inline_data());
+  const std::array into{foreign.scatter(std::span(elsewhere).first(1024))};
+  const std::array mixed{mr_a.gather(std::span<const std::byte>(buffer_a).first(8)),
+                         foreign.gather(bytes(8))};
+  const auto whole_b = mr_b.remote();
+  const std::vector<std::string> says{"element 0", "another protection domain"};
+  const std::vector<BadInputCase> cases{
+      rejects(
+          "Channel::write", "data", "8 bytes (inline) on another protection domain",
+          [&] { (void)a->write(small, whole_b.sub_region(0, 8)); }, says),
+      rejects(
+          "Channel::write", "data", "4 KiB on another protection domain",
+          [&] { (void)a->write(large, whole_b.sub_region(0, 4096)); }, says),
+      rejects(
+          "Channel::post_send", "data", "8 bytes on another protection domain",
+          [&] { (void)a->post_send(small); }, says),
+      rejects(
+          "Channel::read", "into", "1 KiB on another protection domain",
+          [&] { (void)a->read(into, whole_b.sub_region(0, 1024)); }, says),
+      rejects(
+          "Channel::post_receive", "into", "1 KiB on another protection domain",
+          [&] { (void)b->post_receive(into); }, says),
+      rejects(
+          "ChannelScope::post_all", "operations", "the second of two on another domain",
+          [&] {
+            a->scope([&](ChannelScope& scope) {
+              scope.post_all(std::array{op::Write{std::span(mixed).first(1), whole_b},
+                                        op::Write{std::span(mixed).subspan(1), whole_b}});
+            });
+          },
+          says),
+      rejects(
+          "SharedReceiveQueue::post_receive", "into", "1 KiB on another protection domain",
+          [&] {
+            const SharedReceiveQueue srq(pd, QueueDepth(4), SgeCount(1));
+            srq.post_receive(1, into);
+          },
+          says),
+      rejects("MemoryRegion", "registration", "an ibv_mr of another protection domain",
+              [&] {
+                ibv_mr* raw =
+                    ibv_reg_mr(other.native(), elsewhere.data(), 64, IBV_ACCESS_LOCAL_WRITE);
+                ASSERT_NE(raw, nullptr);
+                (void)MemoryRegion(pd, raw, RemoteAccess::none());
+              },
+              {"registration", "another protection domain"}),
+  };
+  run_cases(cases);
+  round_trip(5);
+}
+
 // --- MultiChannel -----------------------------------------------------------------------------
 
 class BadInputMultiChannel : public BadInputDevice {

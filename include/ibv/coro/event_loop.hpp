@@ -154,14 +154,14 @@ class EventLoop {
   /// Between passes of run() that resumed nothing: spin, or sleep until `deadline` at most.
   void idle(std::optional<std::chrono::steady_clock::time_point> deadline);
 
-  std::vector<Task<>> tasks_;                // spawned, not reaped yet
-  std::deque<Watched> ready_;                // to resume (waiter null: a task's start)
-  std::vector<Watched> watched_;             // suspended on an operation
-  std::deque<std::exception_ptr> failures_;  // of reaped tasks, not rethrown yet
+  std::vector<Task<>> tasks_;                  // spawned, not reaped yet
+  std::deque<Watched> ready_;                  // to resume (waiter null: a task's start)
+  std::vector<Watched> watched_;               // suspended on an operation
+  std::deque<std::exception_ptr> failures_;    // of reaped tasks, not rethrown yet
   std::uint32_t inline_turns_ = kInlineTurns;  // the running task's (take_inline_turn)
-  bool finished_ = false;                    // a spawned task finished since the last reap
-  bool running_ = false;                     // inside run_once()
-  bool armed_ = false;                       // fds armed: the next pass consumes events
+  bool finished_ = false;                      // a spawned task finished since the last reap
+  bool running_ = false;                       // inside run_once()
+  bool armed_ = false;                         // fds armed: the next pass consumes events
   WaitMode idle_;
   std::chrono::steady_clock::time_point last_progress_;  // of run(): a pass resumed something
 };

@@ -30,7 +30,9 @@ namespace ibv {
 /// for memory the device writes (receive, RDMA read destination).
 class MemoryRegion {
  public:
-  /// Takes ownership of a registration made with `pd` (normally via ProtectionDomain).
+  /// Takes ownership of a registration made with `pd` (normally via ProtectionDomain). Throws
+  /// ibv::Error (invalid_argument) when `owned` is null or was registered on another protection
+  /// domain (it is deregistered then: it was given).
   MemoryRegion(ProtectionDomain pd, ibv_mr* owned, RemoteAccess access);
 
   /// Takes over the registration; the moved-from region may only be destroyed or assigned to.
@@ -98,7 +100,9 @@ class MemoryRegion {
   [[nodiscard]] std::string to_string() const;
 
  private:
+  /// Deregisters the region and forgets its local key in `keys` (its domain's).
   struct Deregister {
+    detail::LocalKeys* keys = nullptr;
     void operator()(ibv_mr* mr) const noexcept;
   };
   ProtectionDomain pd_;  // declared first: destroyed after the registration

@@ -8,6 +8,7 @@
 
 #include "ibv/verbs/access.hpp"
 #include "ibv/verbs/context.hpp"
+#include "ibv/verbs/local_keys.hpp"
 
 struct ibv_pd;
 
@@ -49,6 +50,9 @@ class ProtectionDomain {
   [[nodiscard]] ibv_pd* native() const noexcept { return pd_.get(); }
   /// The owning pointer its copies share, for objects that must keep it alive.
   [[nodiscard]] const std::shared_ptr<ibv_pd>& shared() const noexcept { return pd_; }
+  /// The local keys of the memory regions registered on it, which its queue pairs check every
+  /// request's elements against (a region of another protection domain is refused).
+  [[nodiscard]] detail::LocalKeys& local_keys() const noexcept { return *keys_; }
 
   friend bool operator==(const ProtectionDomain& a, const ProtectionDomain& b) noexcept {
     return a.pd_ == b.pd_;
@@ -57,6 +61,7 @@ class ProtectionDomain {
  private:
   Context context_;
   std::shared_ptr<ibv_pd> pd_;
+  std::shared_ptr<detail::LocalKeys> keys_;  // shared by its copies, like pd_
 };
 
 }  // namespace ibv

@@ -400,8 +400,10 @@ class QueuePair {
   /// also: a device without atomics (atomic_cap NONE, naming the device), a QP without
   /// max_rd_atomic / max_dest_rd_atomic, a result buffer that is not one element of exactly 8
   /// bytes, a target address that is not 8-byte aligned, a target region shorter than 8 bytes
-  /// or known (RemoteMemoryRegion::access) to lack atomic access. Lets callers that post
-  /// batches over several QPs check everything before posting anything.
+  /// or known (RemoteMemoryRegion::access) to lack atomic access. And an element in a memory
+  /// region registered on another protection domain than the QP's (as far as the library
+  /// knows: an element made from_raw for memory registered elsewhere is left to the device).
+  /// Lets callers that post batches over several QPs check everything before posting anything.
   void check(const SendRequest& request) const;
   /// Whether `request` passes check() without its atomic checks, by comparisons only (inline:
   /// it runs on every post). False for an atomic (check() then checks it fully) and for a
@@ -413,14 +415,24 @@ class QueuePair {
            length <= core.port.max_message_size && !is_atomic(request.opcode()) &&
            (!request.is_inline() ||
             (may_be_inline(request.opcode()) && length <= core.max_inline_data)) &&
-           (!request.remote() || length <= request.remote()->length());
+           (!request.remote() || length <= request.remote()->length()) &&
+           keys_known(request.native().sg_list, request.element_count());
   }
   /// The checks post_receive() makes, without posting: more elements than max_recv_sge, more
-  /// bytes than the port's max message size; ibv::Error (state) when the QP takes its
+  /// bytes than the port's max message size, an element on another protection domain (as
+  /// check() above); ibv::Error (state) when the QP takes its
   /// receives from a shared receive queue (post them there).
   void check(const ReceiveRequest& request) const;
 
  private:
+  /// Whether the cache of the protection domain's local keys holds every element's key.
+  [[nodiscard]] bool keys_known(const ibv_sge* elements, std::size_t count) const noexcept {
+    const detail::LocalKeys& keys = core_->pd.local_keys();
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!keys.known(elements[i].lkey)) return false;  // NOLINT: sg_list is an array
+    }
+    return true;
+  }
   template <typename Native>
   [[nodiscard]] static std::optional<std::uint64_t> wr_id_of(const Native* rejected) noexcept {
     return rejected == nullptr ? std::nullopt : std::optional<std::uint64_t>(rejected->wr_id);

@@ -55,10 +55,10 @@ class SharedReceiveQueue {
   void post_receive(std::uint64_t wr_id, std::span<const ScatterElement> into) const;
 
   /// The checks post_receive() makes, without posting: throws ibv::Error (invalid_argument)
-  /// naming the wr_id when the request has more elements than max_sge() or a wr_id with
-  /// kReservedWrIdBit set. (A message longer
-  /// than the receive it lands in fails as a completion: local_length_error, on rxe
-  /// local_qp_operation_error.)
+  /// naming the wr_id when the request has more elements than max_sge(), a wr_id with
+  /// kReservedWrIdBit set, or an element in a memory region registered on another protection
+  /// domain than the queue's (as QueuePair::check). (A message longer than the receive it
+  /// lands in fails as a completion: local_length_error, on rxe local_qp_operation_error.)
   void check(const ReceiveRequest& request) const;
 
   /// Arms the low-water mark (ibv_modify_srq with IBV_SRQ_LIMIT): once fewer than `limit`

@@ -1,0 +1,77 @@
+// The local keys of a protection domain: which memory regions' lkeys its queue pairs accept, so
+// that a request whose element belongs to a region of another protection domain is refused
+// before it is posted (the device would fail it, or for inline data not notice at all).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace ibv::detail {
+
+/// Who registered a local key, as far as the library knows.
+enum class KeyOwner : std::uint8_t {
+  this_domain,     ///< a memory region of this protection domain
+  another_domain,  ///< a memory region of another protection domain on the same device
+  unknown,         ///< not registered through the library (an element made from_raw)
+};
+
+/// The local keys of the memory regions registered on one protection domain (through
+/// ProtectionDomain's register_* or a MemoryRegion wrapping an ibv_mr), with a small cache
+/// that answers known() with one load and a compare: the check on every post. A key the cache
+/// does not hold is looked up (owner()) in the library's registry of every region, under a
+/// lock. Thread-safe: regions may come and go while other threads post.
+class LocalKeys {
+ public:
+  LocalKeys() = default;
+  LocalKeys(const LocalKeys&) = delete;
+  LocalKeys& operator=(const LocalKeys&) = delete;
+  LocalKeys(LocalKeys&&) = delete;
+  LocalKeys& operator=(LocalKeys&&) = delete;
+  ~LocalKeys() = default;
+
+  /// Whether `lkey` is cached as a key of this domain's regions. False says nothing: ask
+  /// owner().
+  [[nodiscard]] bool known(std::uint32_t lkey) const noexcept {
+    return entries_[slot(lkey)].load(std::memory_order_relaxed) == tag(lkey);
+  }
+  /// Who registered `lkey` on `context` (the domain's device); caches it when it is this
+  /// domain.
+  [[nodiscard]] KeyOwner owner(const ibv_context* context, std::uint32_t lkey) const;
+
+  /// The index of the first of `count` elements (an sg_list) whose memory region is known to
+  /// be registered on another protection domain of `context`'s device, if any. Elements whose
+  /// key the library does not know (made from_raw for memory registered elsewhere) pass: the
+  /// device checks those.
+  [[nodiscard]] std::optional<std::size_t> first_foreign(const ibv_context* context,
+                                                         const ibv_sge* elements,
+                                                         std::size_t count) const;
+  /// What a check says when it refuses element `index` of `elements` (first_foreign()).
+  [[nodiscard]] static std::string foreign_reason(std::size_t index, const ibv_sge* elements);
+
+  /// A region with `lkey` was registered on this domain, on `context`.
+  void add(const ibv_context* context, std::uint32_t lkey);
+  /// That region is deregistered (its key may be given to another region).
+  void remove(const ibv_context* context, std::uint32_t lkey) noexcept;
+
+ private:
+  static constexpr std::size_t kSlots = 512;
+  [[nodiscard]] static std::size_t slot(std::uint32_t lkey) noexcept {
+    return (lkey * 0x9E3779B1U) >> 23U;  // the top 9 bits: 0..511
+  }
+  [[nodiscard]] static std::uint64_t tag(std::uint32_t lkey) noexcept {
+    return (std::uint64_t{1} << 32U) | lkey;  // never 0, the empty entry
+  }
+  void cache(std::uint32_t lkey) const noexcept {
+    entries_[slot(lkey)].store(tag(lkey), std::memory_order_relaxed);
+  }
+
+  mutable std::array<std::atomic<std::uint64_t>, kSlots> entries_{};
+};
+
+}  // namespace ibv::detail
