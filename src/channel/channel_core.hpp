@@ -161,7 +161,7 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   /// The completion of `wr_id` if it has arrived (polling the CQ once if it is not cached
   /// yet), else null, and forgets it: each completion is handed out once. The pointer is valid
   /// until the next post or poll on this channel: copy it at once.
-  const WorkCompletion* take(std::uint64_t wr_id) {
+  [[gnu::always_inline]] const WorkCompletion* take(std::uint64_t wr_id) {
     bool tracked = false;
     return try_take(wr_id, tracked);
   }

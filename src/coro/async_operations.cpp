@@ -8,7 +8,8 @@ namespace ibv {
 
 Duration detail::async_timeout(const Channel::Timeout& timeout, Duration fallback,
                                const char* operation) {
-  detail::check_positive_timeout(timeout, operation, "nothing was posted");
+  if (timeout && timeout->count() <= 0) [[unlikely]]  // names the operation only then (strlen)
+    detail::check_positive_timeout(*timeout, operation, "nothing was posted");
   return timeout.value_or(fallback);
 }
 

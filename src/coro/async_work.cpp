@@ -18,7 +18,8 @@ AsyncWork::AsyncWork(PendingWork work, std::optional<Duration> timeout, const ch
   if (!work_.core_ && !work_.is_complete()) {
     throw_invalid_argument(operation_, "work", "is a moved-from PendingWork");
   }
-  detail::check_positive_timeout(timeout_, operation_);
+  if (timeout_.count() <= 0) [[unlikely]]  // names the operation only then (strlen)
+    detail::check_positive_timeout(timeout_, operation_);
 }
 
 AsyncWork::AsyncWork(AsyncWork&& other) noexcept

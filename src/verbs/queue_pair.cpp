@@ -137,6 +137,8 @@ void check_receive(const detail::QueuePairCore& core, const ReceiveRequest& requ
                                std::to_string(core.port.max_message_size));
   }
   const ibv_sge* elements = request.native().sg_list;
+  if (core.pd.local_keys().all_known(elements, request.element_count())) [[likely]]
+    return;
   if (const auto foreign = core.pd.local_keys().first_foreign(core.pd.context().native(), elements,
                                                               request.element_count())) {
     throw_invalid_argument("post_receive", "receive wr_id " + std::to_string(request.wr_id()),

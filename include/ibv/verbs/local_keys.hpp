@@ -40,6 +40,17 @@ class LocalKeys {
   [[nodiscard]] bool known(std::uint32_t lkey) const noexcept {
     return entries_[slot(lkey)].load(std::memory_order_relaxed) == tag(lkey);
   }
+  /// Whether known() holds for each of `count` elements (an sg_list): the check on every post.
+  [[nodiscard]] bool all_known(const ibv_sge* elements, std::size_t count) const noexcept {
+    // NOLINTBEGIN(cppcoreguidelines-pro-bounds-pointer-arithmetic): sg_list is an array
+    if (count == 1) [[likely]]
+      return known(elements->lkey);
+    for (const ibv_sge* element = elements; element != elements + count; ++element) {
+      if (!known(element->lkey)) return false;
+    }
+    return true;
+    // NOLINTEND(cppcoreguidelines-pro-bounds-pointer-arithmetic)
+  }
   /// Who registered `lkey` on `context` (the domain's device); caches it when it is this
   /// domain.
   [[nodiscard]] KeyOwner owner(const ibv_context* context, std::uint32_t lkey) const;

@@ -416,7 +416,7 @@ class QueuePair {
            (!request.is_inline() ||
             (may_be_inline(request.opcode()) && length <= core.max_inline_data)) &&
            (!request.remote() || length <= request.remote()->length()) &&
-           keys_known(request.native().sg_list, request.element_count());
+           core.pd.local_keys().all_known(request.native().sg_list, request.element_count());
   }
   /// The checks post_receive() makes, without posting: more elements than max_recv_sge, more
   /// bytes than the port's max message size, an element on another protection domain (as
@@ -425,14 +425,6 @@ class QueuePair {
   void check(const ReceiveRequest& request) const;
 
  private:
-  /// Whether the cache of the protection domain's local keys holds every element's key.
-  [[nodiscard]] bool keys_known(const ibv_sge* elements, std::size_t count) const noexcept {
-    const detail::LocalKeys& keys = core_->pd.local_keys();
-    for (std::size_t i = 0; i < count; ++i) {
-      if (!keys.known(elements[i].lkey)) return false;  // NOLINT: sg_list is an array
-    }
-    return true;
-  }
   template <typename Native>
   [[nodiscard]] static std::optional<std::uint64_t> wr_id_of(const Native* rejected) noexcept {
     return rejected == nullptr ? std::nullopt : std::optional<std::uint64_t>(rejected->wr_id);
