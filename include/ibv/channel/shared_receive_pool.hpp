@@ -12,9 +12,12 @@
 
 namespace ibv {
 
+class ReceivedMessage;
+
 namespace detail {
+class ChannelCore;
 class SharedReceivePoolCore;
-}
+}  // namespace detail
 
 /// A shared receive queue with `buffer_count` buffers of `buffer_size` bytes each, carved from
 /// one memory region registered for local use, all posted at construction. Channels and
@@ -49,12 +52,13 @@ class SharedReceivePool {
   /// counts as posted). A snapshot; other threads may release messages meanwhile.
   [[nodiscard]] std::uint32_t posted() const noexcept;
 
+ private:
+  friend class ReceivedMessage;     // holds the pool's state until it releases its buffer
+  friend class detail::ChannelCore;  // tells the pool when a channel takes a message in
   /// The shared state, for the ReceivedMessages this pool's channels make.
   [[nodiscard]] const std::shared_ptr<detail::SharedReceivePoolCore>& core() const noexcept {
     return core_;
   }
-
- private:
   std::shared_ptr<detail::SharedReceivePoolCore> core_;
 };
 
