@@ -67,7 +67,7 @@ struct MessageHeader {
   /// The protocol version this library speaks.
   static constexpr std::uint8_t kVersion = 1;
 
-  MessageKind kind = MessageKind::data;  ///< hello or data.
+  MessageKind kind = MessageKind::data;  ///< hello, data or abort.
   std::uint32_t sender_rank = 0;         ///< Rank of the sender.
   std::uint32_t world_size = 0;          ///< Number of ranks the sender knows of.
   std::uint32_t sequence = 0;            ///< The sender's exchange count (0 for a hello).
