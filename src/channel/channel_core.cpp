@@ -75,6 +75,8 @@ ChannelCore::ChannelCore(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeo
       slot_mask_(slots_.size() - 1),
       send_queue_(std::bit_ceil(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1))),
       send_capacity_(std::max<std::size_t>(qp_.settings().max_send_wr.value(), 1)),
+      receive_capacity_(qp_.settings().max_recv_wr.value()),
+      signal_run_(std::max<std::uint32_t>(1, qp_.settings().max_send_wr.value() / 2)),
       send_mask_(send_queue_.size() - 1),
       shared_ring_(shared_ring_size(qp_)),
       send_list_(std::min(list_part(Queue::send), kListCapacity),
@@ -202,8 +204,7 @@ void ChannelCore::throw_send_queue_overrun() const {
 
 void ChannelCore::wait_for_room_slowly(Queue queue, std::size_t count) {
   const bool send = queue == Queue::send;
-  const std::uint32_t capacity =
-      send ? qp_.settings().max_send_wr.value() : qp_.settings().max_recv_wr.value();
+  const std::size_t capacity = send ? send_capacity_ : receive_capacity_;
   auto room = [&] {
     return (send ? send_count_ : std::size_t{in_flight_receive_}) + count <= capacity;
   };

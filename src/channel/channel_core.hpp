@@ -321,8 +321,7 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   void wait_for_room(Queue queue, std::size_t count = 1) {
     const bool send = queue == Queue::send;
     const std::size_t in_flight = send ? send_count_ : std::size_t{in_flight_receive_};
-    const std::uint32_t capacity =
-        send ? qp_.settings().max_send_wr.value() : qp_.settings().max_recv_wr.value();
+    const std::size_t capacity = send ? send_capacity_ : receive_capacity_;
     if (in_flight + count <= capacity) [[likely]]
       return;
     wait_for_room_slowly(queue, count);
@@ -332,7 +331,7 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   /// Whether the next send must be signaled so that the send queue keeps being retired, after
   /// `run` unsignaled ones in a row.
   [[nodiscard]] bool must_signal(std::uint32_t run) const noexcept {
-    return run + 1 >= std::max<std::uint32_t>(1, qp_.settings().max_send_wr.value() / 2);
+    return run + 1 >= signal_run_;
   }
   [[nodiscard]] bool must_signal() const noexcept { return must_signal(unsignaled_run_); }
   /// How many requests one doorbell of a list post carries on `queue`: the whole receive
@@ -341,7 +340,7 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   /// whole queue's worth of room might never come.
   [[nodiscard]] std::size_t list_part(Queue queue) const noexcept {
     return queue == Queue::send ? std::max<std::size_t>(send_capacity_ / 2, 1)
-                                : std::max<std::size_t>(qp_.settings().max_recv_wr.value(), 1);
+                                : std::max<std::size_t>(receive_capacity_, 1);
   }
   /// Throws the state Error of a receive posted on a channel with a shared receive queue.
   [[noreturn]] void throw_receive_on_shared() const;
@@ -387,6 +386,8 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   // a power of two (posting waits for room in the send queue, so no more are ever outstanding).
   std::vector<SendEntry> send_queue_;
   std::size_t send_capacity_ = 0;     // max_send_wr (at least 1): how many may be outstanding
+  std::size_t receive_capacity_ = 0;  // max_recv_wr
+  std::uint32_t signal_run_ = 1;      // must_signal(): unsignaled runs are shorter than this
   std::size_t send_mask_ = 0;         // send_queue_.size() - 1
   std::size_t send_head_ = 0;         // the oldest is send_queue_[send_head_ & send_mask_]
   std::size_t send_count_ = 0;        // how many
