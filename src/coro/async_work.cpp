@@ -39,6 +39,7 @@ bool AsyncWork::suspend(EventLoop* loop, std::coroutine_handle<> coroutine) {
     throw Error(ErrorKind::state, operation_, EINVAL, "awaited in a task that runs on no loop",
                 "spawn the task on an ibv::EventLoop");
   }
+  if (loop->idle_mode().sleeps()) loop->check_can_sleep_on(this, kWaiterOps);  // refused at once
   if (work_.refresh() && loop->take_inline_turn()) return false;  // complete: go on at once
   deadline_ = std::chrono::steady_clock::now() + timeout_;
   loop->watch(this, kWaiterOps, coroutine);

@@ -35,6 +35,11 @@ void EventLoop::spawn(Task<> task) {
 
 void EventLoop::watch(void* waiter, const detail::WaiterOps& ops,
                       std::coroutine_handle<> coroutine) {
+  check_can_sleep_on(waiter, ops);
+  watched_.push_back({waiter, &ops, coroutine});
+}
+
+void EventLoop::check_can_sleep_on(const void* waiter, const detail::WaiterOps& ops) const {
   if (idle_.sleeps() && ops.fd(waiter) < 0) {
     throw Error(ErrorKind::state, "EventLoop", EINVAL,
                 "this loop sleeps between passes (WaitMode " +
@@ -43,7 +48,6 @@ void EventLoop::watch(void* waiter, const detail::WaiterOps& ops,
                 "build the channel with ChannelBuilder::completion_channel or a sleeping "
                 "wait_mode, or use a spinning loop");
   }
-  watched_.push_back({waiter, &ops, coroutine});
 }
 
 void EventLoop::unwatch(const void* waiter) noexcept {

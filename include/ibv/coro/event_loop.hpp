@@ -139,6 +139,10 @@ class EventLoop {
   /// the waiter is destroyed before that), also after it was found ready but before it
   /// resumed. Throws ibv::Error (state) when the loop sleeps and the waiter has no fd.
   void watch(void* waiter, const detail::WaiterOps& ops, std::coroutine_handle<> coroutine);
+  /// watch()'s check, for an awaitable that may continue without watching (take_inline_turn):
+  /// throws ibv::Error (state) when the loop sleeps and the waiter has no fd, so that such an
+  /// await is refused whether or not its operation has completed by then.
+  void check_can_sleep_on(const void* waiter, const detail::WaiterOps& ops) const;
   /// Forgets `waiter` (see watch()); nothing if it is not watched.
   void unwatch(const void* waiter) noexcept;
 
