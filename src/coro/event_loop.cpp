@@ -53,7 +53,9 @@ void EventLoop::check_can_sleep_on(const void* waiter, const detail::WaiterOps& 
 void EventLoop::unwatch(const void* waiter) noexcept {
   const auto same = [waiter](const Watched& entry) { return entry.waiter == waiter; };
   std::erase_if(watched_, same);
-  std::erase_if(ready_, same);
+  ready_.erase(
+      std::remove_if(ready_.begin() + static_cast<std::ptrdiff_t>(ready_head_), ready_.end(), same),
+      ready_.end());
 }
 
 std::size_t EventLoop::run_once() {
@@ -97,13 +99,16 @@ std::size_t EventLoop::run_once() {
     }
   }
   std::size_t resumed = 0;
-  for (std::size_t count = ready_.size(); count > 0 && !ready_.empty(); --count) {
-    const Watched next = ready_.front();
-    ready_.pop_front();
+  for (std::size_t count = ready_.size() - ready_head_; count > 0 && ready_head_ < ready_.size();
+       --count) {
+    const Watched next = ready_[ready_head_++];
     inline_turns_ = kInlineTurns;  // each resumed task's own
     next.coroutine.resume();  // a task's exceptions end in its promise: resume() does not throw
     ++resumed;
   }
+  // Forget what was resumed; what the resumed tasks made ready waits for the next pass.
+  ready_.erase(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(ready_head_));
+  ready_head_ = 0;
   reap();
   return resumed;
 }
@@ -148,7 +153,7 @@ void EventLoop::idle(std::optional<std::chrono::steady_clock::time_point> deadli
 }
 
 bool EventLoop::arm_for_sleep() {
-  if (!ready_.empty()) return false;
+  if (ready_head_ < ready_.size()) return false;
   for (const auto& entry : watched_) {
     if (entry.ops->fd(entry.waiter) < 0) {
       throw Error(ErrorKind::state, "EventLoop::arm_for_sleep", EINVAL,

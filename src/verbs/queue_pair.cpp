@@ -593,6 +593,8 @@ void QueuePair::check(const SendRequest& request) const {
                              " region)");
   }
   const ibv_sge* elements = request.native().sg_list;
+  if (core_->pd.local_keys().all_known(elements, request.element_count())) [[likely]]
+    return;
   if (const auto foreign = core_->pd.local_keys().first_foreign(
           core_->pd.context().native(), elements, request.element_count())) {
     reject_send(request, detail::LocalKeys::foreign_reason(*foreign, elements));

@@ -158,8 +158,11 @@ class EventLoop {
   /// Between passes of run() that resumed nothing: spin, or sleep until `deadline` at most.
   void idle(std::optional<std::chrono::steady_clock::time_point> deadline);
 
-  std::vector<Task<>> tasks_;                  // spawned, not reaped yet
-  std::deque<Watched> ready_;                  // to resume (waiter null: a task's start)
+  std::vector<Task<>> tasks_;  // spawned, not reaped yet
+  // To resume (waiter null: a task's start), from ready_head_ on: a vector whose capacity stays,
+  // so that a pass allocates nothing once the loop has run a while.
+  std::vector<Watched> ready_;
+  std::size_t ready_head_ = 0;
   std::vector<Watched> watched_;               // suspended on an operation
   std::deque<std::exception_ptr> failures_;    // of reaped tasks, not rethrown yet
   std::uint32_t inline_turns_ = kInlineTurns;  // the running task's (take_inline_turn)
