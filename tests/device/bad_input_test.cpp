@@ -578,8 +578,8 @@ TEST_F(BadInputChannel, AnElementOfAnotherProtectionDomainIsRefusedBeforeAnythin
           says),
       rejects("MemoryRegion", "registration", "an ibv_mr of another protection domain",
               [&] {
-                ibv_mr* raw =
-                    ibv_reg_mr(other.native(), elsewhere.data(), 64, IBV_ACCESS_LOCAL_WRITE);
+                const int local_write = IBV_ACCESS_LOCAL_WRITE;  // an int: ibv_reg_mr's macro
+                ibv_mr* raw = ibv_reg_mr(other.native(), elsewhere.data(), 64, local_write);
                 ASSERT_NE(raw, nullptr);
                 (void)MemoryRegion(pd, raw, RemoteAccess::none());
               },

@@ -53,7 +53,7 @@ class SharedReceivePool {
   [[nodiscard]] std::uint32_t posted() const noexcept;
 
  private:
-  friend class ReceivedMessage;     // holds the pool's state until it releases its buffer
+  friend class ReceivedMessage;      // holds the pool's state until it releases its buffer
   friend class detail::ChannelCore;  // tells the pool when a channel takes a message in
   /// The shared state, for the ReceivedMessages this pool's channels make.
   [[nodiscard]] const std::shared_ptr<detail::SharedReceivePoolCore>& core() const noexcept {
