@@ -26,47 +26,41 @@ Registry& registry() {
 
 }  // namespace
 
-KeyOwner LocalKeys::owner(const ibv_context* context, std::uint32_t lkey) const {
+KeyOwner LocalKeys::owner(std::uint32_t lkey) const {
   Registry& all = registry();
   const std::scoped_lock lock(all.mutex);
-  const auto found = all.owners.find({context, lkey});
+  const auto found = all.owners.find({context_, lkey});
   if (found == all.owners.end()) return KeyOwner::unknown;
   if (found->second != this) return KeyOwner::another_domain;
   cache(lkey);
   return KeyOwner::this_domain;
 }
 
-std::optional<std::size_t> LocalKeys::first_foreign(const ibv_context* context,
-                                                    const ibv_sge* elements,
-                                                    std::size_t count) const {
+std::optional<std::string> LocalKeys::refusal_slowly(const ibv_sge* elements,
+                                                     std::size_t count) const {
   const std::span<const ibv_sge> list(elements, count);
   for (std::size_t i = 0; i < list.size(); ++i) {
-    if (!known(list[i].lkey) && owner(context, list[i].lkey) == KeyOwner::another_domain) {
-      return i;
+    if (!known(list[i].lkey) && owner(list[i].lkey) == KeyOwner::another_domain) {
+      return "has element " + std::to_string(i) + " (lkey " + std::to_string(list[i].lkey) +
+             ") in a memory region registered on another protection domain than the "
+             "queue's: register the buffer on the protection domain the queue pair (or "
+             "channel, or shared receive queue) was built on";
     }
   }
   return std::nullopt;
 }
 
-std::string LocalKeys::foreign_reason(std::size_t index, const ibv_sge* elements) {
-  const std::span<const ibv_sge> list(elements, index + 1);
-  return "has element " + std::to_string(index) + " (lkey " + std::to_string(list[index].lkey) +
-         ") in a memory region registered on another protection domain than the queue's: "
-         "register the buffer on the protection domain the queue pair (or channel, or shared "
-         "receive queue) was built on";
-}
-
-void LocalKeys::add(const ibv_context* context, std::uint32_t lkey) {
+void LocalKeys::add(std::uint32_t lkey) {
   Registry& all = registry();
   const std::scoped_lock lock(all.mutex);
-  all.owners[{context, lkey}] = this;
+  all.owners[{context_, lkey}] = this;
   cache(lkey);
 }
 
-void LocalKeys::remove(const ibv_context* context, std::uint32_t lkey) noexcept {
+void LocalKeys::remove(std::uint32_t lkey) noexcept {
   Registry& all = registry();
   const std::scoped_lock lock(all.mutex);
-  if (const auto found = all.owners.find({context, lkey});
+  if (const auto found = all.owners.find({context_, lkey});
       found != all.owners.end() && found->second == this) {
     all.owners.erase(found);
   }

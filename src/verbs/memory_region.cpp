@@ -25,7 +25,7 @@ std::uint64_t address_of(const void* pointer) noexcept {
 }  // namespace
 
 void MemoryRegion::Deregister::operator()(ibv_mr* mr) const noexcept {
-  if (keys != nullptr) keys->remove(mr->context, mr->lkey);
+  if (keys != nullptr) keys->remove(mr->lkey);
   if (const int rc = ibv_dereg_mr(mr); rc != 0) {
     std::fprintf(stderr, "ibverbs-cpp: ibv_dereg_mr failed (errno %d)\n", rc);
   }
@@ -38,7 +38,7 @@ MemoryRegion::MemoryRegion(ProtectionDomain pd, ibv_mr* owned, RemoteAccess acce
     throw_invalid_argument("MemoryRegion", "registration",
                            "was registered on another protection domain than the one given");
   }
-  pd_.local_keys().add(owned->context, owned->lkey);
+  pd_.local_keys().add(owned->lkey);
 }
 
 MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {

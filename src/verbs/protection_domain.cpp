@@ -23,7 +23,7 @@ std::string describe(const void* address, std::size_t length) {
 }  // namespace
 
 ProtectionDomain::ProtectionDomain(const Context& context)
-    : context_(context), keys_(std::make_shared<detail::LocalKeys>()) {
+    : context_(context), keys_(std::make_shared<detail::LocalKeys>(context.native())) {
   ibv_pd* raw = ibv_alloc_pd(context.native());
   if (raw == nullptr) throw_verb_error("ibv_alloc_pd", errno != 0 ? errno : ENOMEM, context.name());
   // The deleter holds the context open until the PD is gone.

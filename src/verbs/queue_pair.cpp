@@ -136,13 +136,10 @@ void check_receive(const detail::QueuePairCore& core, const ReceiveRequest& requ
                                " bytes, more than the port's max message size of " +
                                std::to_string(core.port.max_message_size));
   }
-  const ibv_sge* elements = request.native().sg_list;
-  if (core.pd.local_keys().all_known(elements, request.element_count())) [[likely]]
-    return;
-  if (const auto foreign = core.pd.local_keys().first_foreign(core.pd.context().native(), elements,
-                                                              request.element_count())) {
+  if (const auto refusal =
+          core.pd.local_keys().refusal(request.native().sg_list, request.element_count())) {
     throw_invalid_argument("post_receive", "receive wr_id " + std::to_string(request.wr_id()),
-                           detail::LocalKeys::foreign_reason(*foreign, elements));
+                           *refusal);
   }
 }
 
@@ -592,12 +589,9 @@ void QueuePair::check(const SendRequest& request) const {
                                                                           : "target") +
                              " region)");
   }
-  const ibv_sge* elements = request.native().sg_list;
-  if (core_->pd.local_keys().all_known(elements, request.element_count())) [[likely]]
-    return;
-  if (const auto foreign = core_->pd.local_keys().first_foreign(
-          core_->pd.context().native(), elements, request.element_count())) {
-    reject_send(request, detail::LocalKeys::foreign_reason(*foreign, elements));
+  if (const auto refusal =
+          core_->pd.local_keys().refusal(request.native().sg_list, request.element_count())) {
+    reject_send(request, *refusal);
   }
 }
 

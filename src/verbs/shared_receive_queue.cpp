@@ -82,14 +82,10 @@ void SharedReceiveQueue::check(const ReceiveRequest& request) const {
                                " elements, more than the shared receive queue's max_sge of " +
                                std::to_string(max_sge_));
   }
-  const ibv_sge* elements = request.native().sg_list;
-  if (pd_.local_keys().all_known(elements, request.element_count())) [[likely]]
-    return;
-  if (const auto foreign = pd_.local_keys().first_foreign(pd_.context().native(), elements,
-                                                          request.element_count())) {
+  if (const auto refusal =
+          pd_.local_keys().refusal(request.native().sg_list, request.element_count())) {
     throw_invalid_argument("SharedReceiveQueue::post_receive",
-                           "receive wr_id " + std::to_string(request.wr_id()),
-                           detail::LocalKeys::foreign_reason(*foreign, elements));
+                           "receive wr_id " + std::to_string(request.wr_id()), *refusal);
   }
 }
 

@@ -28,7 +28,8 @@ enum class KeyOwner : std::uint8_t {
 /// lock. Thread-safe: regions may come and go while other threads post.
 class LocalKeys {
  public:
-  LocalKeys() = default;
+  /// The keys of a protection domain on `context`'s device.
+  explicit LocalKeys(const ibv_context* context) noexcept : context_(context) {}
   LocalKeys(const LocalKeys&) = delete;
   LocalKeys& operator=(const LocalKeys&) = delete;
   LocalKeys(LocalKeys&&) = delete;
@@ -51,24 +52,24 @@ class LocalKeys {
     return true;
     // NOLINTEND(cppcoreguidelines-pro-bounds-pointer-arithmetic)
   }
-  /// Who registered `lkey` on `context` (the domain's device); caches it when it is this
-  /// domain.
-  [[nodiscard]] KeyOwner owner(const ibv_context* context, std::uint32_t lkey) const;
+  /// Who registered `lkey` on the domain's device; caches it when it is this domain.
+  [[nodiscard]] KeyOwner owner(std::uint32_t lkey) const;
+  /// Why a check refuses `count` elements (an sg_list), or nothing: the first element whose
+  /// memory region is known to be registered on another protection domain of the device.
+  /// Elements whose key the library does not know (made from_raw for memory registered
+  /// elsewhere) pass: the device checks those. all_known() first, so that it costs a compare
+  /// per element when it passes.
+  [[nodiscard]] std::optional<std::string> refusal(const ibv_sge* elements,
+                                                   std::size_t count) const {
+    if (all_known(elements, count)) [[likely]]
+      return std::nullopt;
+    return refusal_slowly(elements, count);
+  }
 
-  /// The index of the first of `count` elements (an sg_list) whose memory region is known to
-  /// be registered on another protection domain of `context`'s device, if any. Elements whose
-  /// key the library does not know (made from_raw for memory registered elsewhere) pass: the
-  /// device checks those.
-  [[nodiscard]] std::optional<std::size_t> first_foreign(const ibv_context* context,
-                                                         const ibv_sge* elements,
-                                                         std::size_t count) const;
-  /// What a check says when it refuses element `index` of `elements` (first_foreign()).
-  [[nodiscard]] static std::string foreign_reason(std::size_t index, const ibv_sge* elements);
-
-  /// A region with `lkey` was registered on this domain, on `context`.
-  void add(const ibv_context* context, std::uint32_t lkey);
+  /// A region with `lkey` was registered on this domain.
+  void add(std::uint32_t lkey);
   /// That region is deregistered (its key may be given to another region).
-  void remove(const ibv_context* context, std::uint32_t lkey) noexcept;
+  void remove(std::uint32_t lkey) noexcept;
 
  private:
   static constexpr std::size_t kSlots = 512;
@@ -81,7 +82,11 @@ class LocalKeys {
   void cache(std::uint32_t lkey) const noexcept {
     entries_[slot(lkey)].store(tag(lkey), std::memory_order_relaxed);
   }
+  /// refusal() once all_known() said no: looks each uncached key up.
+  [[nodiscard]] std::optional<std::string> refusal_slowly(const ibv_sge* elements,
+                                                          std::size_t count) const;
 
+  const ibv_context* context_;  // the device: keys are unique on a device, not across them
   mutable std::array<std::atomic<std::uint64_t>, kSlots> entries_{};
 };
 
