@@ -19,19 +19,6 @@
 namespace ibv::detail {
 namespace {
 
-WorkOpcode completion_opcode(SendOpcode opcode) {
-  switch (opcode) {
-    case SendOpcode::send:
-    case SendOpcode::send_with_immediate: return WorkOpcode::send;
-    case SendOpcode::rdma_write:
-    case SendOpcode::rdma_write_with_immediate: return WorkOpcode::rdma_write;
-    case SendOpcode::rdma_read: return WorkOpcode::rdma_read;
-    case SendOpcode::atomic_fetch_and_add: return WorkOpcode::fetch_and_add;
-    case SendOpcode::atomic_compare_and_swap: return WorkOpcode::compare_and_swap;
-  }
-  return WorkOpcode::send;
-}
-
 /// The completion an unsignaled request would have had, known because a later request on the
 /// same queue pair completed: success, or flushed once the queue pair has failed.
 WorkCompletion retired_completion(std::uint64_t wr_id, SendOpcode opcode, std::uint32_t qp_number,
@@ -39,7 +26,7 @@ WorkCompletion retired_completion(std::uint64_t wr_id, SendOpcode opcode, std::u
   ibv_wc wc{};
   wc.wr_id = wr_id;
   wc.status = flushed ? IBV_WC_WR_FLUSH_ERR : IBV_WC_SUCCESS;
-  wc.opcode = static_cast<ibv_wc_opcode>(completion_opcode(opcode));
+  wc.opcode = static_cast<ibv_wc_opcode>(send_opcode_traits(opcode).completion);
   wc.qp_num = qp_number;
   return WorkCompletion(wc);
 }

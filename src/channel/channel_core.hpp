@@ -567,16 +567,7 @@ inline const WorkCompletion* ChannelCore::hand_out(Slot* slot, std::uint64_t wr_
 
 /// The name of a send-queue operation in the channel's messages ("write", "fetch_add").
 [[nodiscard]] constexpr std::string_view operation_name(SendOpcode opcode) noexcept {
-  switch (opcode) {
-    case SendOpcode::send: return "send";
-    case SendOpcode::send_with_immediate: return "send_with_immediate";
-    case SendOpcode::rdma_write: return "write";
-    case SendOpcode::rdma_write_with_immediate: return "write_with_immediate";
-    case SendOpcode::rdma_read: return "read";
-    case SendOpcode::atomic_fetch_and_add: return "fetch_add";
-    case SendOpcode::atomic_compare_and_swap: return "compare_swap";
-  }
-  return "post";
+  return send_opcode_traits(opcode).operation;
 }
 
 }  // namespace ibv::detail

@@ -12,6 +12,7 @@
 
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
+#include "ibv/verbs/work_completion.hpp"
 
 namespace ibv {
 
@@ -42,8 +43,43 @@ enum class SendOpcode : std::uint8_t {
 /// Size of the word an atomic operates on, and of its local result buffer.
 inline constexpr std::uint32_t kAtomicWordSize = 8;
 
+/// Everything the library knows of one SendOpcode, in one table (send_opcode_traits): adding
+/// an opcode means adding its row, its named constructor below and its operation type
+/// (ibv/channel/operation.hpp), and nothing else.
+struct SendOpcodeTraits {
+  ibv_wr_opcode native;        ///< what the device is asked to do
+  WorkOpcode completion;       ///< the opcode of the request's completion
+  std::string_view name;       ///< the enumerator's name, for to_string()
+  std::string_view operation;  ///< the name a Channel's messages use ("write", "fetch_add")
+};
+
+/// The row of `opcode` in the opcode table.
+[[nodiscard]] constexpr SendOpcodeTraits send_opcode_traits(SendOpcode opcode) noexcept {
+  switch (opcode) {
+    case SendOpcode::send: return {IBV_WR_SEND, WorkOpcode::send, "send", "send"};
+    case SendOpcode::send_with_immediate:
+      return {IBV_WR_SEND_WITH_IMM, WorkOpcode::send, "send_with_immediate", "send_with_immediate"};
+    case SendOpcode::rdma_write:
+      return {IBV_WR_RDMA_WRITE, WorkOpcode::rdma_write, "rdma_write", "write"};
+    case SendOpcode::rdma_write_with_immediate:
+      return {IBV_WR_RDMA_WRITE_WITH_IMM, WorkOpcode::rdma_write, "rdma_write_with_immediate",
+              "write_with_immediate"};
+    case SendOpcode::rdma_read:
+      return {IBV_WR_RDMA_READ, WorkOpcode::rdma_read, "rdma_read", "read"};
+    case SendOpcode::atomic_fetch_and_add:
+      return {IBV_WR_ATOMIC_FETCH_AND_ADD, WorkOpcode::fetch_and_add, "atomic_fetch_and_add",
+              "fetch_add"};
+    case SendOpcode::atomic_compare_and_swap:
+      return {IBV_WR_ATOMIC_CMP_AND_SWP, WorkOpcode::compare_and_swap, "atomic_compare_and_swap",
+              "compare_swap"};
+  }
+  return {IBV_WR_SEND, WorkOpcode::send, "unknown", "post"};  // not an enumerator
+}
+
 /// The enumerator's name: "send", "rdma_write_with_immediate", "atomic_fetch_and_add", ...
-[[nodiscard]] std::string_view to_string(SendOpcode opcode) noexcept;
+[[nodiscard]] constexpr std::string_view to_string(SendOpcode opcode) noexcept {
+  return send_opcode_traits(opcode).name;
+}
 
 /// A send-queue work request. Made with the named constructors, adjusted with the flag setters,
 /// posted by QueuePair::post_send. It refers to its elements (the span passed in), which must
@@ -186,15 +222,7 @@ inline SendRequest::SendRequest(std::uint64_t wr_id, SendOpcode opcode, const ib
   wr_.sg_list = const_cast<ibv_sge*>(elements);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
   wr_.num_sge = static_cast<int>(count);
   wr_.send_flags = IBV_SEND_SIGNALED;
-  switch (opcode) {
-    case SendOpcode::send: wr_.opcode = IBV_WR_SEND; break;
-    case SendOpcode::send_with_immediate: wr_.opcode = IBV_WR_SEND_WITH_IMM; break;
-    case SendOpcode::rdma_write: wr_.opcode = IBV_WR_RDMA_WRITE; break;
-    case SendOpcode::rdma_write_with_immediate: wr_.opcode = IBV_WR_RDMA_WRITE_WITH_IMM; break;
-    case SendOpcode::rdma_read: wr_.opcode = IBV_WR_RDMA_READ; break;
-    case SendOpcode::atomic_fetch_and_add: wr_.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD; break;
-    case SendOpcode::atomic_compare_and_swap: wr_.opcode = IBV_WR_ATOMIC_CMP_AND_SWP; break;
-  }
+  wr_.opcode = send_opcode_traits(opcode).native;
 }
 
 inline SendRequest SendRequest::send(std::uint64_t wr_id,
