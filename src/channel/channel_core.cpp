@@ -124,6 +124,18 @@ ChannelCore::~ChannelCore() {
   if (monitor_) monitor_->disconnect();
 }
 
+bool ChannelCore::settle_slowly(Slot& ring, std::uint64_t wr_id) {
+  Slot* slot = ring.state != State::free && ring.wr_id == wr_id ? &ring
+               : overflow_.empty()                              ? nullptr
+                                                                : find_spilled(wr_id);
+  if (slot != nullptr && slot->state == State::arrived && !slot->orphaned) {
+    if (!slot->completion.ok()) return false;
+    release(slot, wr_id);
+    return true;
+  }
+  return poll_if_succeeded(slot, wr_id);
+}
+
 void ChannelCore::set_monitor(std::unique_ptr<ConnectionMonitor> monitor) noexcept {
   monitor_ = std::move(monitor);
 }

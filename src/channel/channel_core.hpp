@@ -169,14 +169,15 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   /// polls) brings it, and it succeeded, forgets it and returns true, copying nothing. False
   /// when it is outstanding, failed (kept for its handle), orphaned, unsignaled or not
   /// tracked: the caller then settles it the usual way (take() or wait()).
-  bool settle_if_succeeded(std::uint64_t wr_id) {
-    Slot* slot = find(wr_id);
-    if (slot != nullptr && slot->state == State::arrived && !slot->orphaned) [[likely]] {
-      if (!slot->completion.ok()) return false;
-      release(slot, wr_id);
+  [[gnu::always_inline]] bool settle_if_succeeded(std::uint64_t wr_id) {
+    // The common case of a scope's drain, inline in its loop: arrived, in its ring slot.
+    Slot& slot = slots_[wr_id & slot_mask_];
+    if (slot.wr_id == wr_id && slot.state == State::arrived && !slot.orphaned &&
+        slot.completion.ok()) [[likely]] {
+      slot.state = State::free;
       return true;
     }
-    return poll_if_succeeded(slot, wr_id);
+    return settle_slowly(slot, wr_id);
   }
   /// take() until it succeeds or `timeout` has passed.
   std::optional<WorkCompletion> wait(std::uint64_t wr_id, std::chrono::nanoseconds timeout);
@@ -352,6 +353,10 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   /// settle_if_succeeded() for a request whose completion has not arrived (`slot`: its slot,
   /// or null): one poll for it.
   bool poll_if_succeeded(Slot* slot, std::uint64_t wr_id);
+  /// settle_if_succeeded() past its common case (`ring`: the ring slot of `wr_id`, which may
+  /// hold another request): the request spilled out of the ring, failed, orphaned, or not
+  /// arrived yet (then one poll for it).
+  bool settle_slowly(Slot& ring, std::uint64_t wr_id);
   /// take() that also says whether `wr_id` is still tracked (false: handed out, or unknown).
   const WorkCompletion* try_take(std::uint64_t wr_id, bool& tracked);
   /// Frees `slot` (the slot of `wr_id`, arrived) and points to its completion, which stays

@@ -88,17 +88,8 @@ PendingWork& ScopeWork::keep(PendingWork work, std::optional<std::uint32_t> peer
   return spilled_->emplace_back(Kept{std::move(work), peer}).work;
 }
 
-PendingWork& ScopeWork::keep(ChannelCore& core, std::uint64_t wr_id,
-                             std::optional<std::uint32_t> peer) {
-  if (inline_count_ < kInline) {
-    // Placement new of the aggregate: the handle is made in the slot, never moved (a move
-    // would take a share of the core).
-    Kept* kept = ::new (static_cast<void*>(&inline_[inline_count_].kept))
-        Kept{PendingWork(core, wr_id), peer};
-    ++inline_count_;
-    return kept->work;
-  }
-  // Past the inline slots the handle is moved into place, so it takes a share of the core.
+PendingWork& ScopeWork::keep_spilled(ChannelCore& core, std::uint64_t wr_id,
+                                     std::optional<std::uint32_t> peer) {
   return keep(PendingWork(core, wr_id), peer);
 }
 

@@ -10,6 +10,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <new>
 #include <optional>
 #include <ranges>
 #include <span>
@@ -57,7 +58,18 @@ class ScopeWork {
   /// Keeps a handle on request `wr_id` of `core` (posted to `peer`, if on a MultiChannel) that
   /// borrows the core (the scope's channel outlives it: PendingWork's borrowing constructor),
   /// made in place.
-  PendingWork& keep(ChannelCore& core, std::uint64_t wr_id, std::optional<std::uint32_t> peer = {});
+  PendingWork& keep(ChannelCore& core, std::uint64_t wr_id,
+                    std::optional<std::uint32_t> peer = {}) {
+    if (inline_count_ < kInline) [[likely]] {
+      // Placement new of the aggregate: the handle is made in the slot, never moved (a move
+      // would take a share of the core).
+      Kept* kept = ::new (static_cast<void*>(&inline_[inline_count_].kept))
+          Kept{PendingWork(core, wr_id), peer};
+      ++inline_count_;
+      return kept->work;
+    }
+    return keep_spilled(core, wr_id, peer);
+  }
   [[nodiscard]] std::size_t size() const noexcept {
     return inline_count_ + (spilled_ ? spilled_->size() : 0);
   }
@@ -100,12 +112,16 @@ class ScopeWork {
       std::optional<std::chrono::nanoseconds> whole = std::nullopt);
   /// Calls `visit(kept)` for every request kept, in posting order.
   template <typename Visit>
-  void for_each(Visit&& visit) {
+  [[gnu::always_inline]] void for_each(Visit&& visit) {
     for (std::size_t i = 0; i < inline_count_; ++i) visit(inline_[i].kept);
     if (spilled_) {
       for (auto& kept : *spilled_) visit(kept);
     }
   }
+  /// keep() once the inline slots are full: the handle is moved into place, so it takes a
+  /// share of the core.
+  PendingWork& keep_spilled(ChannelCore& core, std::uint64_t wr_id,
+                            std::optional<std::uint32_t> peer);
   /// Forgets every request kept (their destructors run: settled handles do not wait). Costs a
   /// test when nothing is kept (a scope's finish has cleared already when it is destroyed).
   void clear() noexcept {
