@@ -172,15 +172,8 @@ std::vector<std::uint32_t> MultiChannel::peers() const {
   return peers;
 }
 
-Channel& MultiChannel::channel(std::uint32_t peer) {
-  return const_cast<Channel&>(std::as_const(*this).channel(peer));  // NOLINT: one lookup
-}
-
-const Channel& MultiChannel::channel(std::uint32_t peer) const {
-  if (peer >= channels_.size() || !channels_[peer]) {
-    throw_no_channel("MultiChannel::channel", peer, rank_, channels_.size());
-  }
-  return *channels_[peer];
+void MultiChannel::throw_no_channel(std::uint32_t peer) const {
+  ibv::throw_no_channel("MultiChannel::channel", peer, rank_, channels_.size());
 }
 
 std::optional<std::uint32_t> MultiChannel::peer_of(const WorkCompletion& completion) const {

@@ -167,9 +167,16 @@ class MultiChannel {
   [[nodiscard]] std::vector<std::uint32_t> peers() const;
   /// The channel to `peer`, for anything not covered here. Throws ibv::Error (invalid_argument)
   /// when `peer` is this rank or not below the world size.
-  [[nodiscard]] Channel& channel(std::uint32_t peer);
+  [[nodiscard]] Channel& channel(std::uint32_t peer) {
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): one lookup, written once
+    return const_cast<Channel&>(std::as_const(*this).channel(peer));
+  }
   /// The channel to `peer`, read-only; throws as channel(peer).
-  [[nodiscard]] const Channel& channel(std::uint32_t peer) const;
+  [[nodiscard]] const Channel& channel(std::uint32_t peer) const {
+    if (peer >= channels_.size() || !channels_[peer]) [[unlikely]]
+      throw_no_channel(peer);
+    return *channels_[peer];
+  }
   /// The peer whose channel produced `completion` (by its QP number), or nullopt.
   [[nodiscard]] std::optional<std::uint32_t> peer_of(const WorkCompletion& completion) const;
   /// The protection domain every channel is on: register memory here to use it with any peer.
@@ -331,6 +338,10 @@ class MultiChannel {
   }
 
  private:
+  /// Throws channel()'s ibv::Error for a `peer` that has no channel (inline: every
+  /// peer-addressed call looks its channel up).
+  [[noreturn]] void throw_no_channel(std::uint32_t peer) const;
+
   ProtectionDomain pd_;
   std::uint32_t rank_;
   std::vector<std::optional<Channel>> channels_;  // index = peer; empty at rank_
