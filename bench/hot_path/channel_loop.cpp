@@ -125,12 +125,15 @@ const auto& operation(const Loop& loop) {
   }
 }
 
+// Polls `work` until its completion arrives, as a user's loop would: one poll() per turn, the
+// completion taken from the poll that brought it.
 void spin_until_complete(ibv::PendingWork& work) {
   std::uint64_t spins = 0;
-  while (!work.poll()) {
+  std::optional<ibv::WorkCompletion> completion;
+  while (!(completion = work.poll())) {
     if (++spins > kMaxSpins) throw std::runtime_error("a request did not complete");
   }
-  if (!work.poll()->ok()) throw ibv::WorkError(*work.poll());
+  if (!completion->ok()) throw ibv::WorkError(*completion);
 }
 
 void check(const ibv::WorkCompletion& completion) {
