@@ -17,7 +17,8 @@ AsyncWork async_send(MultiChannel& channels, std::uint32_t peer,
                      std::span<const GatherElement> data, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_send";
   const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(channels.post_send(peer, data), limit, kOperation);
+  return AsyncWork(
+      detail::PostInPlace{}, [&] { return channels.post_send(peer, data); }, limit, kOperation);
 }
 
 AsyncWork async_send_with_immediate(MultiChannel& channels, std::uint32_t peer,
@@ -25,14 +26,17 @@ AsyncWork async_send_with_immediate(MultiChannel& channels, std::uint32_t peer,
                                     MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_send_with_immediate";
   const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(channels.post_send_with_immediate(peer, data, immediate), limit, kOperation);
+  return AsyncWork(
+      detail::PostInPlace{},
+      [&] { return channels.post_send_with_immediate(peer, data, immediate); }, limit, kOperation);
 }
 
 AsyncWork async_receive(MultiChannel& channels, std::uint32_t peer,
                         std::span<const ScatterElement> into, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_receive";
   const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(channels.post_receive(peer, into), limit, kOperation);
+  return AsyncWork(
+      detail::PostInPlace{}, [&] { return channels.post_receive(peer, into); }, limit, kOperation);
 }
 
 AsyncWork async_write(MultiChannel& channels, std::uint32_t peer,
@@ -40,7 +44,9 @@ AsyncWork async_write(MultiChannel& channels, std::uint32_t peer,
                       const PeerRemoteMemoryRegion& destination, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_write";
   const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(channels.post_write(peer, data, destination), limit, kOperation);
+  return AsyncWork(
+      detail::PostInPlace{}, [&] { return channels.post_write(peer, data, destination); }, limit,
+      kOperation);
 }
 
 AsyncWork async_write_with_immediate(MultiChannel& channels, std::uint32_t peer,
@@ -49,8 +55,10 @@ AsyncWork async_write_with_immediate(MultiChannel& channels, std::uint32_t peer,
                                      std::uint32_t immediate, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_write_with_immediate";
   const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(channels.post_write_with_immediate(peer, data, destination, immediate), limit,
-                   kOperation);
+  return AsyncWork(
+      detail::PostInPlace{},
+      [&] { return channels.post_write_with_immediate(peer, data, destination, immediate); }, limit,
+      kOperation);
 }
 
 AsyncWork async_read(MultiChannel& channels, std::uint32_t peer,
@@ -58,7 +66,9 @@ AsyncWork async_read(MultiChannel& channels, std::uint32_t peer,
                      MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_read";
   const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(channels.post_read(peer, into, source), limit, kOperation);
+  return AsyncWork(
+      detail::PostInPlace{}, [&] { return channels.post_read(peer, into, source); }, limit,
+      kOperation);
 }
 
 }  // namespace ibv

@@ -31,7 +31,8 @@ template <op::Operation Operation>
 AsyncWork async_post(Channel& channel, const Operation& operation, Channel::Timeout timeout,
                      const char* name) {
   const auto limit = async_timeout(timeout, channel.timeouts().operation, name);
-  return AsyncWork(channel.post(operation), limit, name);
+  return AsyncWork(
+      detail::PostInPlace{}, [&] { return channel.post(operation); }, limit, name);
 }
 }  // namespace detail
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <coroutine>
 #include <optional>
+#include <utility>
 
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/coro/event_loop.hpp"
@@ -14,6 +15,11 @@
 #include "ibv/verbs/work_completion.hpp"
 
 namespace ibv {
+
+namespace detail {
+/// Selects AsyncWork's constructor that posts in place.
+struct PostInPlace {};
+}  // namespace detail
 
 /// `co_await` on it, inside an ibv::Task running on an EventLoop, gives the request's
 /// WorkCompletion, as the blocking calls do:
@@ -44,6 +50,12 @@ class [[nodiscard]] AsyncWork {
   /// `work` (the request is then settled as a dropped PendingWork).
   explicit AsyncWork(PendingWork work, std::optional<Duration> timeout = {},
                      const char* operation = "ibv::AsyncWork");
+  /// For the coroutine calls (async_channel.hpp, async_multi_channel.hpp), which have checked
+  /// `timeout` already: awaits the request that `post()` posts, its PendingWork made in place
+  /// (no move of the handle, no second check).
+  template <typename Post>
+  AsyncWork(detail::PostInPlace /*tag*/, Post&& post, Duration timeout, const char* operation)
+      : work_(std::forward<Post>(post)()), timeout_(timeout), operation_(operation) {}
   /// Takes `other`'s request (allowed only before it is awaited).
   AsyncWork(AsyncWork&& other) noexcept;
   AsyncWork& operator=(AsyncWork&&) = delete;
