@@ -29,11 +29,6 @@ AsyncWork::AsyncWork(AsyncWork&& other) noexcept
       operation_(other.operation_),
       timed_out_(other.timed_out_) {}
 
-AsyncWork::~AsyncWork() {
-  if (loop_ != nullptr) loop_->unwatch(this);
-  // work_'s destructor settles a request whose completion nobody took (bounded wait).
-}
-
 bool AsyncWork::suspend(EventLoop* loop, std::coroutine_handle<> coroutine) {
   if (loop == nullptr) {
     throw Error(ErrorKind::state, operation_, EINVAL, "awaited in a task that runs on no loop",
@@ -82,8 +77,7 @@ void AsyncWork::consume(void* self) {
   }
 }
 
-WorkCompletion AsyncWork::await_resume() {
-  loop_ = nullptr;  // the loop forgets a waiter when it resumes it
+WorkCompletion AsyncWork::resume_slowly() {
   if (work_.refresh()) {
     const WorkCompletion& completion = *work_.completion_;
     if (!completion.ok()) throw WorkError(completion, operation_);

@@ -61,7 +61,11 @@ class [[nodiscard]] AsyncWork {
   AsyncWork& operator=(AsyncWork&&) = delete;
   AsyncWork(const AsyncWork&) = delete;
   AsyncWork& operator=(const AsyncWork&) = delete;
-  ~AsyncWork();
+  /// Forgets the loop's watch, if any; the PendingWork then settles a request nobody took.
+  ~AsyncWork() {
+    if (loop_ != nullptr) [[unlikely]]
+      loop_->unwatch(this);
+  }
 
   /// False: the task's loop decides in await_suspend (see above).
   // NOLINTNEXTLINE(readability-convert-member-functions-to-static): called on the awaitable
@@ -74,7 +78,13 @@ class [[nodiscard]] AsyncWork {
     return suspend(coroutine.promise().loop(), coroutine);
   }
   /// The completion; throws ibv::WorkError (failed) or ibv::Error (timeout), see above.
-  WorkCompletion await_resume();
+  WorkCompletion await_resume() {
+    loop_ = nullptr;  // the loop forgets a waiter when it resumes it
+    // The common case inline: the completion was taken in by suspend() or the loop's ready().
+    if (work_.completion_ && work_.completion_->ok()) [[likely]]
+      return *work_.completion_;
+    return resume_slowly();
+  }
 
   /// The request's handle (e.g. for its wr_id).
   [[nodiscard]] const PendingWork& work() const noexcept { return work_; }
@@ -88,6 +98,8 @@ class [[nodiscard]] AsyncWork {
   static void arm(void* self);
   static void consume(void* self);
   bool suspend(EventLoop* loop, std::coroutine_handle<> coroutine);
+  /// await_resume() past its common case: a failed completion, or none (timed out).
+  WorkCompletion resume_slowly();
 
   PendingWork work_;
   std::chrono::steady_clock::time_point deadline_;
