@@ -125,9 +125,7 @@ ChannelCore::~ChannelCore() {
 }
 
 bool ChannelCore::settle_slowly(Slot& ring, std::uint64_t wr_id) {
-  Slot* slot = ring.state != State::free && ring.wr_id == wr_id ? &ring
-               : overflow_.empty()                              ? nullptr
-                                                                : find_spilled(wr_id);
+  Slot* slot = find(ring, wr_id);
   if (slot != nullptr && slot->state == State::arrived && !slot->orphaned) {
     if (!slot->completion.ok()) return false;
     release(slot, wr_id);

@@ -274,7 +274,9 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   }
   /// The slot of `wr_id` while the channel tracks it (outstanding, arrived or orphaned), else
   /// null: handed out already, or never posted.
-  Slot* find(std::uint64_t wr_id) noexcept;
+  Slot* find(std::uint64_t wr_id) noexcept { return find(slots_[wr_id & slot_mask_], wr_id); }
+  /// find() given `ring`, the ring slot of `wr_id` (which may hold another request).
+  Slot* find(Slot& ring, std::uint64_t wr_id) noexcept;
   /// find() outside the ring: in overflow_.
   Slot* find_spilled(std::uint64_t wr_id) noexcept;
   /// Frees `slot` (the slot of `wr_id`).
@@ -412,10 +414,9 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   std::vector<ReceiveRequest> receive_list_;  // receive_list_storage()
 };
 
-inline ChannelCore::Slot* ChannelCore::find(std::uint64_t wr_id) noexcept {
-  Slot& slot = slots_[wr_id & slot_mask_];
-  if (slot.state != State::free && slot.wr_id == wr_id) [[likely]]
-    return &slot;
+inline ChannelCore::Slot* ChannelCore::find(Slot& ring, std::uint64_t wr_id) noexcept {
+  if (ring.state != State::free && ring.wr_id == wr_id) [[likely]]
+    return &ring;
   return overflow_.empty() ? nullptr : find_spilled(wr_id);
 }
 
