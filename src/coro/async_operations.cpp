@@ -16,37 +16,32 @@ Duration detail::async_timeout(const Channel::Timeout& timeout, Duration fallbac
 AsyncWork async_send(MultiChannel& channels, std::uint32_t peer,
                      std::span<const GatherElement> data, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_send";
-  const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(
-      detail::PostInPlace{}, [&] { return channels.post_send(peer, data); }, limit, kOperation);
+  return detail::await_post(timeout, channels.timeouts().operation, kOperation,
+                            [&] { return channels.post_send(peer, data); });
 }
 
 AsyncWork async_send_with_immediate(MultiChannel& channels, std::uint32_t peer,
                                     std::span<const GatherElement> data, std::uint32_t immediate,
                                     MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_send_with_immediate";
-  const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(
-      detail::PostInPlace{},
-      [&] { return channels.post_send_with_immediate(peer, data, immediate); }, limit, kOperation);
+  return detail::await_post(timeout, channels.timeouts().operation, kOperation, [&] {
+    return channels.post_send_with_immediate(peer, data, immediate);
+  });
 }
 
 AsyncWork async_receive(MultiChannel& channels, std::uint32_t peer,
                         std::span<const ScatterElement> into, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_receive";
-  const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(
-      detail::PostInPlace{}, [&] { return channels.post_receive(peer, into); }, limit, kOperation);
+  return detail::await_post(timeout, channels.timeouts().operation, kOperation,
+                            [&] { return channels.post_receive(peer, into); });
 }
 
 AsyncWork async_write(MultiChannel& channels, std::uint32_t peer,
                       std::span<const GatherElement> data,
                       const PeerRemoteMemoryRegion& destination, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_write";
-  const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(
-      detail::PostInPlace{}, [&] { return channels.post_write(peer, data, destination); }, limit,
-      kOperation);
+  return detail::await_post(timeout, channels.timeouts().operation, kOperation,
+                            [&] { return channels.post_write(peer, data, destination); });
 }
 
 AsyncWork async_write_with_immediate(MultiChannel& channels, std::uint32_t peer,
@@ -54,21 +49,17 @@ AsyncWork async_write_with_immediate(MultiChannel& channels, std::uint32_t peer,
                                      const PeerRemoteMemoryRegion& destination,
                                      std::uint32_t immediate, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_write_with_immediate";
-  const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(
-      detail::PostInPlace{},
-      [&] { return channels.post_write_with_immediate(peer, data, destination, immediate); }, limit,
-      kOperation);
+  return detail::await_post(timeout, channels.timeouts().operation, kOperation, [&] {
+    return channels.post_write_with_immediate(peer, data, destination, immediate);
+  });
 }
 
 AsyncWork async_read(MultiChannel& channels, std::uint32_t peer,
                      std::span<const ScatterElement> into, const PeerRemoteMemoryRegion& source,
                      MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_read";
-  const auto limit = detail::async_timeout(timeout, channels.timeouts().operation, kOperation);
-  return AsyncWork(
-      detail::PostInPlace{}, [&] { return channels.post_read(peer, into, source); }, limit,
-      kOperation);
+  return detail::await_post(timeout, channels.timeouts().operation, kOperation,
+                            [&] { return channels.post_read(peer, into, source); });
 }
 
 }  // namespace ibv

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/operation.hpp"
@@ -26,13 +27,22 @@ namespace detail {
 [[nodiscard]] Duration async_timeout(const Channel::Timeout& timeout, Duration fallback,
                                      const char* operation);
 
+/// Every coroutine call's one mechanism: checks `timeout` (async_timeout(), with `fallback`)
+/// before anything is posted, then awaits the request that `post()` posts, its handle made in
+/// place. `name` (a string literal) names the call in errors.
+template <typename Post>
+AsyncWork await_post(const Channel::Timeout& timeout, Duration fallback, const char* name,
+                     Post&& post) {
+  return AsyncWork(PostInPlace{}, std::forward<Post>(post), async_timeout(timeout, fallback, name),
+                   name);
+}
+
 /// async() under the name `operation` (a string literal) in errors.
 template <op::Operation Operation>
 AsyncWork async_post(Channel& channel, const Operation& operation, Channel::Timeout timeout,
                      const char* name) {
-  const auto limit = async_timeout(timeout, channel.timeouts().operation, name);
-  return AsyncWork(
-      detail::PostInPlace{}, [&] { return channel.post(operation); }, limit, name);
+  return await_post(timeout, channel.timeouts().operation, name,
+                    [&] { return channel.post(operation); });
 }
 }  // namespace detail
 
