@@ -93,11 +93,14 @@ PendingWork& ScopeWork::keep_spilled(ChannelCore& core, std::uint64_t wr_id,
   return keep(PendingWork(core, wr_id), peer);
 }
 
-void ScopeWork::forget_all() noexcept {
+[[gnu::always_inline]] inline void ScopeWork::destroy_kept() noexcept {
   for (std::size_t i = 0; i < inline_count_; ++i) std::destroy_at(&inline_[i].kept);
   inline_count_ = 0;
-  spilled_.reset();
+  if (spilled_) [[unlikely]]
+    spilled_.reset();
 }
+
+void ScopeWork::forget_all() noexcept { destroy_kept(); }
 
 std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanoseconds timeout,
                                                 DrainResult& result,
@@ -138,7 +141,7 @@ void ScopeWork::drain(DrainResult& result, bool note_unpolled) {
   clear();  // every handle is settled or cancelled: their destructors do not wait
 }
 
-bool ScopeWork::drain_quickly() {
+[[gnu::always_inline]] inline bool ScopeWork::drain_quickly() {
   bool all = true;
   for_each([&](Kept& kept) {
     if (all && !kept.work.is_complete()) all = settled_quickly(kept.work);
@@ -150,7 +153,7 @@ void ScopeWork::finish(std::string_view operation, const std::exception_ptr& bod
   // The common case: every request succeeded by now, or does at the first poll. No DrainResult,
   // no wait, no copy of a completion.
   if (drain_quickly()) {
-    clear();
+    destroy_kept();
     if (body_error) std::rethrow_exception(body_error);
     return;
   }
@@ -161,6 +164,15 @@ void ScopeWork::finish(std::string_view operation, const std::exception_ptr& bod
     return;
   }
   throw_batch_error(operation, body_error, result);
+}
+
+void ScopeWork::finish_unfinished(std::string_view operation) noexcept {
+  try {
+    finish(operation, nullptr);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ibverbs-cpp: %.*s: %s\n", static_cast<int>(operation.size()),
+                 operation.data(), error.what());
+  }
 }
 
 void ScopeWork::close(std::string_view operation) {
@@ -208,8 +220,6 @@ std::vector<WorkCompletion> ScopeWork::complete_all(std::string_view operation,
   return completions;
 }
 
-ScopeBase::ScopeBase(std::shared_ptr<ChannelCore> core) noexcept : core_(std::move(core)) {}
-
 PendingWork& ScopeBase::post_request(SendRequest& request, PostOptions options) {
   return work_.keep(*core_, core_->post_send(request, options));
 }
@@ -245,25 +255,6 @@ void ListPoster::post_list(std::span<ReceiveRequest> requests) {
 }
 
 }  // namespace detail
-
-ChannelScope::ChannelScope(std::shared_ptr<detail::ChannelCore> core) noexcept
-    : ScopeBase(std::move(core)) {}
-
-ChannelScope::~ChannelScope() {
-  // Channel::scope() always finishes; a scope left otherwise still must not leave work behind.
-  if (!finished_) {
-    try {
-      finish(nullptr);
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "ibverbs-cpp: ChannelScope: %s\n", error.what());
-    }
-  }
-}
-
-void ChannelScope::finish(const std::exception_ptr& body_error) {
-  finished_ = true;
-  work_.finish("Channel::scope", body_error);
-}
 
 ManualScope::ManualScope(std::shared_ptr<detail::ChannelCore> core) noexcept
     : ScopeBase(std::move(core)) {}

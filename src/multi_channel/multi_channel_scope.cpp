@@ -99,22 +99,6 @@ void MultiScopeBase::post_multicast_send(std::span<const std::uint32_t> peers,
 
 }  // namespace detail
 
-MultiChannelScope::~MultiChannelScope() {
-  // MultiChannel::scope() always finishes; a scope left otherwise still must not leave work.
-  if (!finished_) {
-    try {
-      finish(nullptr);
-    } catch (const std::exception& error) {
-      std::fprintf(stderr, "ibverbs-cpp: MultiChannelScope: %s\n", error.what());
-    }
-  }
-}
-
-void MultiChannelScope::finish(const std::exception_ptr& body_error) {
-  finished_ = true;
-  work_.finish("MultiChannel::scope", body_error);
-}
-
 void MultiManualScope::close() {
   if (closed_) return;
   closed_ = true;

@@ -82,6 +82,9 @@ class ScopeWork {
   /// The end of a scope with a body: drains, then throws BatchError if any request failed or
   /// timed out, or rethrows `body_error` if only the body failed.
   void finish(std::string_view operation, const std::exception_ptr& body_error);
+  /// finish() for a scope destroyed without it (`operation` names the scope): reports a failure
+  /// on stderr instead of throwing. Never throws.
+  void finish_unfinished(std::string_view operation) noexcept;
   /// The end of a manual scope: drains, then throws ibv::Error (state) if any request was left
   /// unpolled (naming them, and any that failed or timed out).
   void close(std::string_view operation);
@@ -106,6 +109,7 @@ class ScopeWork {
   /// it has not arrived yet). Whether it did; a handle moved out of the scope counts as settled.
   static bool settled_quickly(PendingWork& work);
   /// settled_quickly() for every request not seen complete, until one is not: whether all were.
+  /// Inline in finish(), its only caller.
   bool drain_quickly();
   static std::optional<WorkCompletion> settle(
       Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result,
@@ -129,6 +133,8 @@ class ScopeWork {
   }
   /// clear() when something is kept.
   void forget_all() noexcept;
+  /// forget_all()'s work, inline in finish()'s common case.
+  void destroy_kept() noexcept;
 
   // The first kInline requests are kept in place (a scope of up to 32 requests allocates
   // nothing), the rest in a deque made when needed: references to either stay valid as more
@@ -321,7 +327,7 @@ class ScopeBase {
   [[nodiscard]] std::size_t size() const noexcept { return work_.size(); }
 
  protected:
-  explicit ScopeBase(std::shared_ptr<ChannelCore> core) noexcept;
+  explicit ScopeBase(std::shared_ptr<ChannelCore> core) noexcept : core_(std::move(core)) {}
   ~ScopeBase() = default;
   /// The one posting path of a scope: posts `request` on the channel (Channel::post's path)
   /// and keeps its handle.
@@ -349,15 +355,24 @@ class ChannelScope : public detail::ScopeBase {
   ChannelScope& operator=(const ChannelScope&) = delete;
   ChannelScope(ChannelScope&&) = delete;
   ChannelScope& operator=(ChannelScope&&) = delete;
-  ~ChannelScope();
+  /// Channel::scope() always finishes; a scope left otherwise still waits for its work (and
+  /// reports a failure on stderr).
+  ~ChannelScope() {
+    if (!finished_) [[unlikely]]
+      work_.finish_unfinished("Channel::scope");
+  }
 
   /// Used by Channel::scope(): waits for every request, then throws BatchError if any failed,
   /// or rethrows `body_error` if only the body failed. Returns normally if nothing failed.
-  void finish(const std::exception_ptr& body_error);
+  void finish(const std::exception_ptr& body_error) {
+    finished_ = true;
+    work_.finish("Channel::scope", body_error);
+  }
 
  private:
   friend class Channel;  // Channel::scope() makes every ChannelScope
-  explicit ChannelScope(std::shared_ptr<detail::ChannelCore> core) noexcept;
+  explicit ChannelScope(std::shared_ptr<detail::ChannelCore> core) noexcept
+      : ScopeBase(std::move(core)) {}
   bool finished_ = false;
 };
 

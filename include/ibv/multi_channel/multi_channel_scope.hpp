@@ -120,11 +120,19 @@ class MultiChannelScope : public detail::MultiScopeBase {
   MultiChannelScope& operator=(const MultiChannelScope&) = delete;
   MultiChannelScope(MultiChannelScope&&) = delete;
   MultiChannelScope& operator=(MultiChannelScope&&) = delete;
-  ~MultiChannelScope();
+  /// MultiChannel::scope() always finishes; a scope left otherwise still waits for its work
+  /// (and reports a failure on stderr).
+  ~MultiChannelScope() {
+    if (!finished_) [[unlikely]]
+      work_.finish_unfinished("MultiChannel::scope");
+  }
 
   /// Used by MultiChannel::scope(): waits for every request, then throws BatchError if any
   /// failed, or rethrows `body_error` if only the body failed.
-  void finish(const std::exception_ptr& body_error);
+  void finish(const std::exception_ptr& body_error) {
+    finished_ = true;
+    work_.finish("MultiChannel::scope", body_error);
+  }
 
  private:
   bool finished_ = false;
