@@ -142,8 +142,7 @@ Channel PreparedChannel::handshake(const Endpoint& remote) && {
 
 Channel::Channel(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait,
                  std::optional<SharedReceivePool> pool)
-    : core_(std::make_shared<detail::ChannelCore>(std::move(qp), std::move(cq), timeouts, wait,
-                                                  std::move(pool))) {
+    : core_(detail::new_core(std::move(qp), std::move(cq), timeouts, wait, std::move(pool))) {
   const auto* srq = core_->queue_pair().shared_receive_queue();
   if (core_->pool() && (srq == nullptr || !(*srq == core_->pool()->queue()))) {
     throw_invalid_argument("Channel", "pool",

@@ -120,6 +120,10 @@ std::size_t ChannelCore::consume_completion_events() {
   return cq_.channel()->consume_events();
 }
 
+void destroy_core(ChannelCore* core) noexcept {
+  delete core;  // NOLINT(cppcoreguidelines-owning-memory): new_core() made it
+}
+
 ChannelCore::~ChannelCore() {
   if (monitor_) monitor_->disconnect();
 }

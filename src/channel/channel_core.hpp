@@ -64,7 +64,7 @@ class ConnectionMonitor {
   virtual void disconnect() noexcept = 0;
 };
 
-class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
+class ChannelCore : public CoreCount {
  public:
   /// The bit set in every wr_id of a channel on a shared receive queue, telling its own
   /// requests from the queue's receives (whose wr_ids must leave it clear).
@@ -413,6 +413,14 @@ class ChannelCore : public std::enable_shared_from_this<ChannelCore> {
   std::vector<SendRequest> send_list_;        // send_list_storage()
   std::vector<ReceiveRequest> receive_list_;  // receive_list_storage()
 };
+
+/// A new ChannelCore, held by its first owner (destroy_core() deletes it after its last).
+template <typename... Args>
+[[nodiscard]] CoreOwner new_core(Args&&... args) {
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory): destroy_core() deletes it
+  auto* core = new ChannelCore(std::forward<Args>(args)...);
+  return {core, core};
+}
 
 inline ChannelCore::Slot* ChannelCore::find(Slot& ring, std::uint64_t wr_id) noexcept {
   if (ring.state != State::free && ring.wr_id == wr_id) [[likely]]

@@ -12,30 +12,26 @@
 
 namespace ibv {
 
-PendingWork::PendingWork(std::shared_ptr<detail::ChannelCore> core, std::uint64_t wr_id) noexcept
-    : core_(core.get()), owner_(std::move(core)), wr_id_(wr_id) {}
-
 namespace {
-/// Shared ownership of `core` for a handle moved out of a scope (which owned the core for it).
-std::shared_ptr<detail::ChannelCore> share(detail::ChannelCore* core) noexcept {
-  return core == nullptr ? nullptr : core->weak_from_this().lock();
+/// `core` (left null) as a counted reference: a borrowed one, of a handle moved out of the
+/// scope that owned the core for it, takes a share.
+detail::CoreOwner owning(detail::CoreOwner&& core) noexcept {
+  if (core.owns() || !core) return std::move(core);
+  detail::CoreOwner shared(core.get(), core.get());
+  core.reset();
+  return shared;
 }
 }  // namespace
 
 PendingWork::PendingWork(PendingWork&& other) noexcept
-    : core_(std::exchange(other.core_, nullptr)),
-      owner_(other.owner_ ? std::move(other.owner_) : share(core_)),
-      wr_id_(other.wr_id_),
-      completion_(other.completion_) {
+    : core_(owning(std::move(other.core_))), wr_id_(other.wr_id_), completion_(other.completion_) {
   other.completion_.reset();  // a moved-from handle tracks nothing
 }
 
 PendingWork& PendingWork::operator=(PendingWork&& other) noexcept {
   if (this != &other) {
     settle();
-    core_ = std::exchange(other.core_, nullptr);
-    owner_ = other.owner_ ? std::move(other.owner_) : share(core_);
-    other.owner_.reset();
+    core_ = owning(std::move(other.core_));
     wr_id_ = other.wr_id_;
     completion_ = other.completion_;
     other.completion_.reset();
@@ -44,7 +40,7 @@ PendingWork& PendingWork::operator=(PendingWork&& other) noexcept {
 }
 
 bool PendingWork::refresh() {
-  if (!completion_ && core_ != nullptr) {
+  if (!completion_ && core_) {
     if (const WorkCompletion* taken = core_->take(wr_id_)) completion_ = *taken;
   }
   return completion_.has_value();
@@ -67,7 +63,7 @@ std::optional<WorkCompletion> PendingWork::wait_for(Duration timeout) {
 
 WorkCompletion PendingWork::wait() {
   // The common case first: complete by now, or by one poll.
-  if (!completion_ && core_ != nullptr) [[likely]] {
+  if (!completion_ && core_) [[likely]] {
     if (const WorkCompletion* taken = core_->take(wr_id_)) {
       completion_ = *taken;
       if (!taken->ok()) [[unlikely]]

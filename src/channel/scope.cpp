@@ -119,7 +119,7 @@ std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanosec
 }
 
 [[gnu::always_inline]] inline bool ScopeWork::settled_quickly(PendingWork& work) {
-  ChannelCore* core = work.core_;
+  ChannelCore* core = work.core_.get();
   if (core == nullptr) return true;  // moved out of the scope: its new owner's business
   if (!core->settle_if_succeeded(work.wr_id_)) return false;
   work.forget_core();
@@ -129,7 +129,7 @@ std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanosec
 void ScopeWork::drain(DrainResult& result, bool note_unpolled) {
   for_each([&](Kept& kept) {
     // a request the caller saw complete, or moved out of the scope: the caller's business
-    if (kept.work.is_complete() || kept.work.core_ == nullptr) return;
+    if (kept.work.is_complete() || !kept.work.core_) return;
     if (note_unpolled) {
       result.unpolled.push_back(kept.work.wr_id());
       result.unpolled_peers.push_back(kept.peer);
@@ -256,8 +256,7 @@ void ListPoster::post_list(std::span<ReceiveRequest> requests) {
 
 }  // namespace detail
 
-ManualScope::ManualScope(std::shared_ptr<detail::ChannelCore> core) noexcept
-    : ScopeBase(std::move(core)) {}
+ManualScope::ManualScope(detail::CoreOwner core) noexcept : ScopeBase(std::move(core)) {}
 
 void ManualScope::close() {
   if (closed_) return;

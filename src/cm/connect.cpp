@@ -116,8 +116,6 @@ Channel ChannelAccess::connect(PreparedChannel&& prepared, CmEndpoint endpoint,
 
 }  // namespace detail
 
-Channel::Channel(std::shared_ptr<detail::ChannelCore> core) noexcept : core_(std::move(core)) {}
-
 Channel Channel::connect(std::string_view address, std::uint16_t port,
                          const ConnectOptions& options) {
   constexpr std::string_view kOperation = "Channel::connect";

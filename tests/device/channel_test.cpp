@@ -494,6 +494,31 @@ TEST_F(ChannelScoped, AHandleMovedOutOfTheScopeIsLeftToItsNewOwner) {
   EXPECT_TRUE(same_bytes(a_bytes(0, 200), b_bytes(0, 200)));
 }
 
+// The handle borrowed the core from the scope; moved out, it takes a share: the Channel may go.
+TEST_F(ChannelScoped, AHandleMovedOutOfTheScopeKeepsTheChannelAlive) {
+  fill_pattern(a_bytes(0, 4096), 43);
+  std::optional<PendingWork> taken;
+  a->scope([&](ChannelScope& scope) {
+    taken.emplace(std::move(scope.post_write(gather_a(0, 4096), remote_b(0, 4096))));
+  });
+  a.reset();
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_TRUE(taken->wait().ok());
+  EXPECT_TRUE(same_bytes(a_bytes(0, 4096), b_bytes(0, 4096)));
+  taken.reset();  // the last owner: the channel's queue pair goes now
+}
+
+// A body may destroy the Channel it posts on: the scope keeps its core until the end.
+TEST_F(ChannelScoped, ABodyThatDestroysTheChannelStillHasItsWorkWaitedFor) {
+  fill_pattern(a_bytes(0, 8192), 44);
+  Channel& channel = *a;
+  channel.scope([&](ChannelScope& scope) {
+    scope.post_write(gather_a(0, 8192), remote_b(0, 8192));
+    a.reset();
+  });
+  EXPECT_TRUE(same_bytes(a_bytes(0, 8192), b_bytes(0, 8192)));
+}
+
 // Nothing is awaited in the bodies: the receives are filled once the scopes return.
 TEST_F(ChannelScoped, ImmediateFormsLeftToTheScopeAreDoneWhenItReturns) {
   fill_pattern(a_bytes(0, 3000), 12);
@@ -734,6 +759,15 @@ TEST_F(ChannelPendingWork, DestroyedUnpolledWaitsForItsCompletion) {
   EXPECT_TRUE(same_bytes(a_bytes(52000, 500), a_bytes(60000, 500)));
   // Nothing logged: no failure, no timeout, no completion for an unknown (or handed-out) wr_id.
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST_F(ChannelPendingWork, AHandleKeepsItsChannelAlive) {
+  fill_pattern(a_bytes(0, 4096), 45);
+  auto write = a->post_write(gather_a(0, 4096), remote_b(0, 4096));
+  std::optional<PendingWork> moved(std::move(write));
+  a.reset();
+  EXPECT_TRUE(moved->wait().ok());
+  EXPECT_TRUE(same_bytes(a_bytes(0, 4096), b_bytes(0, 4096)));
 }
 
 TEST_F(ChannelPendingWork, DestroyedUnpolledFailureIsLoggedNotThrown) {

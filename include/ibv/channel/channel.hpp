@@ -354,13 +354,12 @@ class Channel {
  private:
   friend struct detail::ChannelAccess;
   friend class detail::MultiScopeBase;
-  explicit Channel(std::shared_ptr<detail::ChannelCore> core) noexcept;
   /// The one blocking path and the one unpolled path of every send-queue operation: `request`
   /// (made by the operation under wr_id 0) gets the channel's wr_id, is checked once and posted.
   WorkCompletion execute_request(SendRequest& request, Timeout timeout);
   PendingWork post_request(SendRequest& request, PostOptions options);
 
-  std::shared_ptr<detail::ChannelCore> core_;
+  detail::CoreOwner core_;
 };
 
 }  // namespace ibv

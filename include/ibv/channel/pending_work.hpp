@@ -3,11 +3,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string_view>
 #include <utility>
 
+#include "ibv/channel/core_owner.hpp"
 #include "ibv/duration.hpp"
 #include "ibv/verbs/work_completion.hpp"
 
@@ -47,7 +47,7 @@ class [[nodiscard]] PendingWork {
   PendingWork& operator=(const PendingWork&) = delete;
   /// Settles a request still pending (see the class comment); one that completed costs a test.
   ~PendingWork() {
-    if (core_ != nullptr && !completion_) settle();
+    if (core_ && !completion_) settle();
   }
 
   /// The completion if it has arrived, else nullopt. Never blocks.
@@ -73,17 +73,15 @@ class [[nodiscard]] PendingWork {
   friend class AsyncWork;  // the coroutine layer cancels on timeout, as the blocking calls do
   /// A handle that does not share ownership of `core`: for one a scope keeps in place, which
   /// ends (ScopeWork destroys its handles) while the scope still owns the channel's core. Saves
-  /// the shared_ptr's atomic count on every scoped request. Moved out of the scope, the handle
-  /// takes a share of the core, like any other.
+  /// the atomic count of the core's owners on every scoped request. Moved out of the scope, the
+  /// handle takes a share of the core, like any other.
   PendingWork(detail::ChannelCore& core, std::uint64_t wr_id) noexcept
-      : core_(&core), wr_id_(wr_id) {}
+      : core_(detail::CoreOwner::borrowing(core)), wr_id_(wr_id) {}
   /// A handle that shares ownership of the channel's core.
-  PendingWork(std::shared_ptr<detail::ChannelCore> core, std::uint64_t wr_id) noexcept;
+  PendingWork(detail::CoreOwner core, std::uint64_t wr_id) noexcept
+      : core_(std::move(core)), wr_id_(wr_id) {}
   /// Lets go of the channel (and of its ownership, if this handle shares it).
-  void forget_core() noexcept {
-    core_ = nullptr;
-    owner_.reset();
-  }
+  void forget_core() noexcept { core_.reset(); }
   void settle() noexcept;
   /// Takes the completion in if it has arrived (one poll, as poll()); whether the handle has it
   /// now. poll() without the copy.
@@ -93,8 +91,9 @@ class [[nodiscard]] PendingWork {
   /// Gives up on the request because of `reason`: cancels it (the channel's queue pair to the
   /// error state, its completions flushed; see docs/safety.md) and lets go of it.
   void cancel(std::string_view reason) noexcept;
-  detail::ChannelCore* core_ = nullptr;         // null once moved from or settled
-  std::shared_ptr<detail::ChannelCore> owner_;  // keeps core_ alive, unless a scope does
+  // Keeps the channel's core alive (borrowed when a scope does); null once moved from or
+  // settled.
+  detail::CoreOwner core_;
   std::uint64_t wr_id_ = 0;
   std::optional<WorkCompletion> completion_;
 };

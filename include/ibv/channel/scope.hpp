@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "ibv/channel/core_owner.hpp"
 #include "ibv/channel/operation.hpp"
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
@@ -327,13 +328,13 @@ class ScopeBase {
   [[nodiscard]] std::size_t size() const noexcept { return work_.size(); }
 
  protected:
-  explicit ScopeBase(std::shared_ptr<ChannelCore> core) noexcept : core_(std::move(core)) {}
+  explicit ScopeBase(CoreOwner core) noexcept : core_(std::move(core)) {}
   ~ScopeBase() = default;
   /// The one posting path of a scope: posts `request` on the channel (Channel::post's path)
   /// and keeps its handle.
   PendingWork& post_request(SendRequest& request, PostOptions options);
 
-  std::shared_ptr<ChannelCore> core_;
+  CoreOwner core_;  // the body may destroy the Channel: the scope keeps its core alive
   ScopeWork work_;
 };
 }  // namespace detail
@@ -371,8 +372,7 @@ class ChannelScope : public detail::ScopeBase {
 
  private:
   friend class Channel;  // Channel::scope() makes every ChannelScope
-  explicit ChannelScope(std::shared_ptr<detail::ChannelCore> core) noexcept
-      : ScopeBase(std::move(core)) {}
+  explicit ChannelScope(detail::CoreOwner core) noexcept : ScopeBase(std::move(core)) {}
   bool finished_ = false;
 };
 
@@ -397,7 +397,7 @@ class ManualScope : public detail::ScopeBase {
 
  private:
   friend class Channel;  // Channel::manual_scope() makes every ManualScope
-  explicit ManualScope(std::shared_ptr<detail::ChannelCore> core) noexcept;
+  explicit ManualScope(detail::CoreOwner core) noexcept;
   bool closed_ = false;
 };
 
