@@ -337,14 +337,16 @@ class QueuePair {
     }
   }
 
-  /// Posts one send-queue request: post(checked(request)).
-  void post_send(SendRequest& request) const { post(checked(request)); }
+  /// Posts one send-queue request: post(checked(request)), inline in the caller.
+  [[gnu::always_inline]] void post_send(SendRequest& request) const { post(checked(request)); }
   /// Posts several send-queue requests with one doorbell (linked in place, no allocation).
   /// All are checked before any is posted; if the device rejects one, the error says which
   /// and the ones before it are posted.
   void post_send(std::span<SendRequest> requests) const;
-  /// Posts one receive: post(checked(request)).
-  void post_receive(ReceiveRequest& request) const { post(checked(request)); }
+  /// Posts one receive: post(checked(request)), inline in the caller.
+  [[gnu::always_inline]] void post_receive(ReceiveRequest& request) const {
+    post(checked(request));
+  }
   /// Posts several receives with one doorbell.
   void post_receive(std::span<ReceiveRequest> requests) const;
 
