@@ -115,6 +115,9 @@ Endpoint endpoint_of(const detail::QueuePairCore& core) {
 }
 
 // Checks a receive against the QP's limits (throws naming it); shared by both forms.
+// The post path first asks QueuePair::passes_check(ReceiveRequest) (queue_pair.hpp: the same
+// comparisons, inline) and comes here only for a request that fails: a check added here must be
+// added there too.
 void check_receive(const detail::QueuePairCore& core, const ReceiveRequest& request) {
   if (core.srq) [[unlikely]] {
     throw Error(ErrorKind::state, "QueuePair::post_receive", EINVAL,

@@ -296,7 +296,8 @@ class QueuePair {
   }
   /// The checks of post_receive(), then `request` as checked, for post().
   [[nodiscard]] Checked<ReceiveRequest> checked(ReceiveRequest& request) const {
-    check(request);
+    if (!passes_check(request)) [[unlikely]]
+      check(request);  // throws naming the check that fails
     return Checked<ReceiveRequest>(request);
   }
   /// The checks of post_send() on every request, then all of them as checked, for post().
@@ -425,6 +426,14 @@ class QueuePair {
   /// check() above); ibv::Error (state) when the QP takes its
   /// receives from a shared receive queue (post them there).
   void check(const ReceiveRequest& request) const;
+  /// Whether `request` passes check(ReceiveRequest), by comparisons only (inline, as the send
+  /// queue's passes_check()).
+  [[nodiscard]] bool passes_check(const ReceiveRequest& request) const noexcept {
+    const detail::QueuePairCore& core = *core_;
+    return !core.srq && request.element_count() <= core.settings.max_recv_sge.value() &&
+           request.byte_length() <= core.port.max_message_size &&
+           core.pd.local_keys().all_known(request.native().sg_list, request.element_count());
+  }
 
  private:
   template <typename Native>
