@@ -1,22 +1,27 @@
-// The coroutine layer's out-of-line part: the timeout check of every async call, and the named
-// MultiChannel calls (which check a PeerRemoteMemoryRegion's peer before they post).
+// The coroutine layer's out-of-line part: the error of a bad timeout given to an async call, and
+// the named MultiChannel calls (which check a PeerRemoteMemoryRegion's peer before they post).
 #include "detail/positive_timeout.hpp"
 #include "ibv/coro/async_channel.hpp"
 #include "ibv/coro/async_multi_channel.hpp"
 
 namespace ibv {
 
-Duration detail::async_timeout(const Channel::Timeout& timeout, Duration fallback,
-                               const char* operation) {
-  if (timeout && timeout->count() <= 0) [[unlikely]]  // names the operation only then (strlen)
-    detail::check_positive_timeout(*timeout, operation, "nothing was posted");
-  return timeout.value_or(fallback);
+void detail::throw_bad_async_timeout(Duration timeout, const char* operation) {
+  detail::throw_not_positive(timeout, "timeout", operation, "nothing was posted");
 }
+
+namespace {
+/// A MultiChannel coroutine call's timeout: `timeout`, or the MultiChannel's operation timeout.
+MultiChannel::Timeout or_default(const MultiChannel::Timeout& timeout,
+                                 const MultiChannel& channels) {
+  return timeout ? timeout : MultiChannel::Timeout(channels.timeouts().operation);
+}
+}  // namespace
 
 AsyncWork async_send(MultiChannel& channels, std::uint32_t peer,
                      std::span<const GatherElement> data, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_send";
-  return detail::await_post(timeout, channels.timeouts().operation, kOperation,
+  return detail::await_post(or_default(timeout, channels), kOperation,
                             [&] { return channels.post_send(peer, data); });
 }
 
@@ -24,7 +29,7 @@ AsyncWork async_send_with_immediate(MultiChannel& channels, std::uint32_t peer,
                                     std::span<const GatherElement> data, std::uint32_t immediate,
                                     MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_send_with_immediate";
-  return detail::await_post(timeout, channels.timeouts().operation, kOperation, [&] {
+  return detail::await_post(or_default(timeout, channels), kOperation, [&] {
     return channels.post_send_with_immediate(peer, data, immediate);
   });
 }
@@ -32,7 +37,7 @@ AsyncWork async_send_with_immediate(MultiChannel& channels, std::uint32_t peer,
 AsyncWork async_receive(MultiChannel& channels, std::uint32_t peer,
                         std::span<const ScatterElement> into, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_receive";
-  return detail::await_post(timeout, channels.timeouts().operation, kOperation,
+  return detail::await_post(or_default(timeout, channels), kOperation,
                             [&] { return channels.post_receive(peer, into); });
 }
 
@@ -40,7 +45,7 @@ AsyncWork async_write(MultiChannel& channels, std::uint32_t peer,
                       std::span<const GatherElement> data,
                       const PeerRemoteMemoryRegion& destination, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_write";
-  return detail::await_post(timeout, channels.timeouts().operation, kOperation,
+  return detail::await_post(or_default(timeout, channels), kOperation,
                             [&] { return channels.post_write(peer, data, destination); });
 }
 
@@ -49,7 +54,7 @@ AsyncWork async_write_with_immediate(MultiChannel& channels, std::uint32_t peer,
                                      const PeerRemoteMemoryRegion& destination,
                                      std::uint32_t immediate, MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_write_with_immediate";
-  return detail::await_post(timeout, channels.timeouts().operation, kOperation, [&] {
+  return detail::await_post(or_default(timeout, channels), kOperation, [&] {
     return channels.post_write_with_immediate(peer, data, destination, immediate);
   });
 }
@@ -58,7 +63,7 @@ AsyncWork async_read(MultiChannel& channels, std::uint32_t peer,
                      std::span<const ScatterElement> into, const PeerRemoteMemoryRegion& source,
                      MultiChannel::Timeout timeout) {
   constexpr const char* kOperation = "ibv::async_read";
-  return detail::await_post(timeout, channels.timeouts().operation, kOperation,
+  return detail::await_post(or_default(timeout, channels), kOperation,
                             [&] { return channels.post_read(peer, into, source); });
 }
 

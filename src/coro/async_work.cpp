@@ -18,8 +18,8 @@ AsyncWork::AsyncWork(PendingWork work, std::optional<Duration> timeout, const ch
   if (!work_.core_ && !work_.is_complete()) {
     throw_invalid_argument(operation_, "work", "is a moved-from PendingWork");
   }
-  if (timeout_.count() <= 0) [[unlikely]]  // names the operation only then (strlen)
-    detail::check_positive_timeout(timeout_, operation_);
+  if (timeout_->count() <= 0) [[unlikely]]  // names the operation only then (strlen)
+    detail::check_positive_timeout(*timeout_, operation_);
 }
 
 AsyncWork::AsyncWork(AsyncWork&& other) noexcept
@@ -36,7 +36,7 @@ bool AsyncWork::suspend(EventLoop* loop, std::coroutine_handle<> coroutine) {
   }
   if (loop->idle_mode().sleeps()) loop->check_can_sleep_on(this, kWaiterOps);  // refused at once
   if (work_.refresh() && loop->take_inline_turn()) return false;  // complete: go on at once
-  deadline_ = std::chrono::steady_clock::now() + timeout_;
+  deadline_ = std::chrono::steady_clock::now() + time_limit();
   loop->watch(this, kWaiterOps, coroutine);
   loop_ = loop;
   return true;
@@ -83,7 +83,7 @@ WorkCompletion AsyncWork::resume_slowly() {
     if (!completion.ok()) throw WorkError(completion, operation_);
     return completion;
   }
-  const std::string reason = detail::timed_out("an awaited request", work_.wr_id(), timeout_);
+  const std::string reason = detail::timed_out("an awaited request", work_.wr_id(), time_limit());
   work_.cancel(reason);
   detail::throw_given_up(operation_, reason);
 }

@@ -22,27 +22,26 @@
 namespace ibv {
 
 namespace detail {
-/// The timeout to await with: `timeout` (throws ibv::Error, invalid_argument, naming
-/// `operation` when it is not positive: before anything is posted) or `fallback`.
-[[nodiscard]] Duration async_timeout(const Channel::Timeout& timeout, Duration fallback,
-                                     const char* operation);
+/// Throws the ibv::Error (invalid_argument) of a coroutine call given a `timeout` that is not
+/// positive, naming `operation`; nothing was posted.
+[[noreturn]] void throw_bad_async_timeout(Duration timeout, const char* operation);
 
-/// Every coroutine call's one mechanism: checks `timeout` (async_timeout(), with `fallback`)
-/// before anything is posted, then awaits the request that `post()` posts, its handle made in
-/// place. `name` (a string literal) names the call in errors.
+/// Every coroutine call's one mechanism: checks `timeout`, when given, before anything is
+/// posted, then awaits the request that `post()` posts, its handle made in place, for at most
+/// `timeout` (default: the request's channel's operation timeout). `name` (a string literal)
+/// names the call in errors.
 template <typename Post>
-AsyncWork await_post(const Channel::Timeout& timeout, Duration fallback, const char* name,
-                     Post&& post) {
-  return AsyncWork(PostInPlace{}, std::forward<Post>(post), async_timeout(timeout, fallback, name),
-                   name);
+AsyncWork await_post(const Channel::Timeout& timeout, const char* name, Post&& post) {
+  if (timeout && timeout->count() <= 0) [[unlikely]]
+    throw_bad_async_timeout(*timeout, name);
+  return AsyncWork(PostInPlace{}, std::forward<Post>(post), timeout, name);
 }
 
 /// async() under the name `operation` (a string literal) in errors.
 template <op::Operation Operation>
 AsyncWork async_post(Channel& channel, const Operation& operation, Channel::Timeout timeout,
                      const char* name) {
-  return await_post(timeout, channel.timeouts().operation, name,
-                    [&] { return channel.post(operation); });
+  return await_post(timeout, name, [&] { return channel.post(operation); });
 }
 }  // namespace detail
 

@@ -52,9 +52,11 @@ class [[nodiscard]] AsyncWork {
                      const char* operation = "ibv::AsyncWork");
   /// For the coroutine calls (async_channel.hpp, async_multi_channel.hpp), which have checked
   /// `timeout` already: awaits the request that `post()` posts, its PendingWork made in place
-  /// (no move of the handle, no second check).
+  /// (no move of the handle, no second check), for at most `timeout` (default: its channel's
+  /// operation timeout, looked up only if the task suspends).
   template <typename Post>
-  AsyncWork(detail::PostInPlace /*tag*/, Post&& post, Duration timeout, const char* operation)
+  AsyncWork(detail::PostInPlace /*tag*/, Post&& post, const std::optional<Duration>& timeout,
+            const char* operation)
       : work_(std::forward<Post>(post)()), timeout_(timeout), operation_(operation) {}
   /// Takes `other`'s request (allowed only before it is awaited).
   AsyncWork(AsyncWork&& other) noexcept;
@@ -75,7 +77,12 @@ class [[nodiscard]] AsyncWork {
   /// pass. Throws ibv::Error (state) if the task does not run on a loop.
   template <detail::TaskPromise Promise>
   bool await_suspend(std::coroutine_handle<Promise> coroutine) {
-    return suspend(coroutine.promise().loop(), coroutine);
+    EventLoop* loop = coroutine.promise().loop();
+    // The common case inline: a spinning loop, and a request complete by now.
+    if (loop != nullptr && !loop->idle_mode().sleeps() && work_.refresh() &&
+        loop->take_inline_turn()) [[likely]]
+      return false;
+    return suspend(loop, coroutine);
   }
   /// The completion; throws ibv::WorkError (failed) or ibv::Error (timeout), see above.
   WorkCompletion await_resume() {
@@ -97,13 +104,19 @@ class [[nodiscard]] AsyncWork {
   static int fd(const void* self);
   static void arm(void* self);
   static void consume(void* self);
+  /// await_suspend() past its common case: checks the loop, then continues at once as
+  /// await_suspend() does, or watches.
   bool suspend(EventLoop* loop, std::coroutine_handle<> coroutine);
+  /// How long the task waits once suspended: the timeout given, or the channel's.
+  [[nodiscard]] Duration time_limit() const noexcept {
+    return timeout_ ? *timeout_ : work_.operation_timeout();
+  }
   /// await_resume() past its common case: a failed completion, or none (timed out).
   WorkCompletion resume_slowly();
 
   PendingWork work_;
   std::chrono::steady_clock::time_point deadline_;
-  Duration timeout_;
+  std::optional<Duration> timeout_;  // none: the channel's operation timeout (time_limit())
   const char* operation_;
   EventLoop* loop_ = nullptr;  // while suspended on it (watched)
   bool timed_out_ = false;
