@@ -300,8 +300,8 @@ WorkCompletion Channel::execute_request(SendRequest& request, Timeout timeout) {
   if (timeout) [[unlikely]]
     check_timeout(timeout, detail::operation_name(request.opcode()));
   detail::ChannelCore& core = *core_;
-  const std::uint64_t wr_id = core.post_send(request, {}, /*slot=*/false);
-  const WorkCompletion* fresh = core.take_first(wr_id);
+  const std::uint64_t wr_id = core.post_send(request, {}, /*track=*/false);
+  const WorkCompletion* fresh = core.take_first(wr_id, request.opcode());
   if (fresh != nullptr && fresh->ok()) [[likely]]
     return *fresh;
   return await_rest(core, wr_id, fresh, timeout, detail::operation_name(request.opcode()));

@@ -87,10 +87,11 @@ class ChannelCore : public CoreCount {
   /// Posts `request` under a fresh wr_id (which it sets), after checking it once
   /// (QueuePair::check: bad input throws before anything waits or is posted, and leaves the
   /// channel as it was) and waiting (bounded) for room in the send queue. Returns the wr_id.
-  /// `slot` false: the request gets no slot yet, and the caller must call take_first() next,
-  /// before anything else polls this channel (a blocking call, whose request is signaled).
+  /// `track` false (a blocking call, whose request is signaled): the request is not tracked
+  /// yet, and the caller must call take_first() next, before anything else posts or polls on
+  /// this channel.
   [[gnu::always_inline]] std::uint64_t post_send(SendRequest& request, PostOptions options,
-                                                 bool slot = true) {
+                                                 bool track = true) {
     if (cancelled()) [[unlikely]]
       throw_cancelled();
     const std::uint64_t id = next_wr_id_++;
@@ -102,7 +103,12 @@ class ChannelCore : public CoreCount {
     const Checked<SendRequest> checked = qp_.checked(request);
     wait_for_room(Queue::send);  // polls, which changes nothing must_signal() depends on
     qp_.post(checked);
-    track_send(id, signaled, request.opcode(), false, slot);
+    if (track) {
+      track_send(id, signaled, request.opcode(), false);
+    } else {
+      last_signaled_ = id;  // as track_send() would: take_first() tracks it if need be
+      unsignaled_run_ = 0;
+    }
     if (request.is_inline()) ++inline_posts_;
     return id;
   }
@@ -194,12 +200,12 @@ class ChannelCore : public CoreCount {
     poll_once(wr_id, &handed);
     return handed;
   }
-  /// take_fresh() for a signaled send-queue request posted without a slot (post_send with
-  /// `slot` false), just now: its completion is matched by wr_id alone; if this poll does not
-  /// bring it, the request takes its slot now and is tracked as any other from here on. A
-  /// blocking call's request whose completion comes at once (the common case) thus never
-  /// occupies a slot.
-  [[gnu::always_inline]] const WorkCompletion* take_first(std::uint64_t wr_id) {
+  /// take_fresh() for a signaled send-queue request (`opcode`) posted untracked (post_send with
+  /// `track` false) just now: its completion is matched by wr_id alone; if this poll does not
+  /// bring it, the request is tracked now (its send-queue entry and slot) as any other from
+  /// here on. A blocking call's request whose completion comes at once (the common case) thus
+  /// never takes a slot or a send-queue entry: nothing else has posted or polled meanwhile.
+  [[gnu::always_inline]] const WorkCompletion* take_first(std::uint64_t wr_id, SendOpcode opcode) {
     const WorkCompletion* handed = nullptr;
     try {
       for (const auto& completion : cq_.poll(batch_)) {
@@ -213,10 +219,10 @@ class ChannelCore : public CoreCount {
         }
       }
     } catch (...) {
-      occupy(wr_id, State::send, true, false);  // a failed poll: tracked, as if posted with one
+      track_send(wr_id, true, opcode, false);  // a failed poll: tracked, as if posted so
       throw;
     }
-    if (handed == nullptr) occupy(wr_id, State::send, true, false);
+    if (handed == nullptr) track_send(wr_id, true, opcode, false);
     return handed;
   }
   /// Gives up on `wr_id`, and with it on the channel: moves the queue pair to the error state,
@@ -347,9 +353,8 @@ class ChannelCore : public CoreCount {
   /// `*handoff` (freeing the slot) when given, else kept in the slot for its handle.
   void finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
               const WorkCompletion** handoff = nullptr);
-  /// Records a posted send-queue request: its send-queue entry, and (`slot`) its slot.
-  void track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned,
-                  bool slot = true);
+  /// Records a posted send-queue request: its send-queue entry and its slot.
+  void track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned);
   /// Waits (bounded by the operation timeout) until `count` more requests fit `queue`.
   void wait_for_room(Queue queue, std::size_t count = 1) {
     const bool send = queue == Queue::send;
@@ -479,11 +484,11 @@ inline ChannelCore::Slot& ChannelCore::occupy(std::uint64_t wr_id, State state, 
 }
 
 inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode,
-                                    bool orphaned, bool slot) {
+                                    bool orphaned) {
   // wait_for_room() keeps it below max_send_wr before every post.
   if (send_count_ >= send_capacity_) [[unlikely]]
     throw_send_queue_overrun();
-  if (slot) occupy(wr_id, State::send, signaled, orphaned);
+  occupy(wr_id, State::send, signaled, orphaned);
   send_queue_[(send_head_ + send_count_) & send_mask_] = {wr_id, signaled, opcode};
   ++send_count_;
   if (signaled) last_signaled_ = wr_id;

@@ -1104,6 +1104,43 @@ TEST_F(ChannelUnsignaled, AFailedUnsignaledRequestReportsItselfAndTheRestAreFlus
   EXPECT_EQ(status_of(last), WorkStatus::work_request_flushed);
 }
 
+// A blocking call's request is tracked only when its first poll misses it (ChannelCore::
+// take_first); its completion still retires the unsignaled requests before it, and a failure
+// before it still flushes it.
+TEST_F(ChannelUnsignaled, ABlockingRequestRetiresTheUnsignaledOnesBeforeIt) {
+  fill_pattern(a_bytes(0, 1024), 29);
+  PendingWork first = a->post_write(gather_a(0, 256), remote_b(0, 256), {.signaled = false});
+  PendingWork second = a->post_write(gather_a(256, 256), remote_b(256, 256), {.signaled = false});
+  EXPECT_EQ(a->write(gather_a(512, 512), remote_b(512, 512)).opcode(), WorkOpcode::rdma_write);
+  EXPECT_TRUE(first.poll().has_value());
+  EXPECT_TRUE(second.poll().has_value());
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, 1024), b_bytes(0, 1024)));
+  // 32 KiB: not complete by the first poll, so tracked from there, and waited for as before.
+  fill_pattern(a_bytes(0, 32768), 30);
+  PendingWork third = a->post_write(gather_a(0, 256), remote_b(32768, 256), {.signaled = false});
+  const auto large = a->write(gather_a(0, 32768), remote_b(0, 32768));
+  EXPECT_EQ(large.wr_id(), third.wr_id() + 1);
+  EXPECT_TRUE(third.poll().has_value());
+  EXPECT_TRUE(std::ranges::equal(a_bytes(0, 32768), b_bytes(0, 32768)));
+  EXPECT_EQ(a->write(gather_a(0, 8), remote_b(40000, 8)).opcode(), WorkOpcode::rdma_write);
+}
+
+TEST_F(ChannelUnsignaled, ABlockingRequestAfterAFailedUnsignaledOneIsFlushed) {
+  PendingWork bad = a->post_write(gather_a(0, 64), wrong_rkey_b(0, 64), {.signaled = false});
+  try {
+    (void)a->write(gather_a(0, 64), remote_b(64, 64));
+    ADD_FAILURE() << "the write after a failed request completed";
+  } catch (const WorkError& error) {
+    EXPECT_EQ(error.status(), WorkStatus::work_request_flushed);
+  }
+  try {
+    (void)bad.wait();
+    ADD_FAILURE() << "the failed request reported success";
+  } catch (const WorkError& error) {
+    EXPECT_EQ(error.status(), WorkStatus::remote_access_error);
+  }
+}
+
 TEST_F(ChannelUnsignaled, InlineSendsCarryTheirData) {
   QueuePairSettings settings = default_settings();
   settings.max_inline_data = InlineSize(64);
