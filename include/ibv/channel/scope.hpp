@@ -358,7 +358,7 @@ class ChannelScope : public detail::ScopeBase {
   ChannelScope& operator=(ChannelScope&&) = delete;
   /// Channel::scope() always finishes; a scope left otherwise still waits for its work (and
   /// reports a failure on stderr).
-  ~ChannelScope() {
+  [[gnu::always_inline]] ~ChannelScope() {
     if (!finished_) [[unlikely]]
       work_.finish_unfinished("Channel::scope");
   }

@@ -122,7 +122,7 @@ class MultiChannelScope : public detail::MultiScopeBase {
   MultiChannelScope& operator=(MultiChannelScope&&) = delete;
   /// MultiChannel::scope() always finishes; a scope left otherwise still waits for its work
   /// (and reports a failure on stderr).
-  ~MultiChannelScope() {
+  [[gnu::always_inline]] ~MultiChannelScope() {
     if (!finished_) [[unlikely]]
       work_.finish_unfinished("MultiChannel::scope");
   }
