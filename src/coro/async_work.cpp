@@ -29,17 +29,18 @@ AsyncWork::AsyncWork(AsyncWork&& other) noexcept
       operation_(other.operation_),
       timed_out_(other.timed_out_) {}
 
-bool AsyncWork::suspend(EventLoop* loop, std::coroutine_handle<> coroutine) {
+void AsyncWork::check_loop(const EventLoop* loop) const {
   if (loop == nullptr) {
     throw Error(ErrorKind::state, operation_, EINVAL, "awaited in a task that runs on no loop",
                 "spawn the task on an ibv::EventLoop");
   }
   if (loop->idle_mode().sleeps()) loop->check_can_sleep_on(this, kWaiterOps);  // refused at once
-  if (work_.refresh() && loop->take_inline_turn()) return false;  // complete: go on at once
+}
+
+void AsyncWork::watch(EventLoop& loop, std::coroutine_handle<> coroutine) {
   deadline_ = std::chrono::steady_clock::now() + time_limit();
-  loop->watch(this, kWaiterOps, coroutine);
-  loop_ = loop;
-  return true;
+  loop.watch(this, kWaiterOps, coroutine);
+  loop_ = &loop;
 }
 
 bool AsyncWork::ready(void* self, std::chrono::steady_clock::time_point now) {

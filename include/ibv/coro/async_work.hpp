@@ -78,16 +78,18 @@ class [[nodiscard]] AsyncWork {
   template <detail::TaskPromise Promise>
   bool await_suspend(std::coroutine_handle<Promise> coroutine) {
     EventLoop* loop = coroutine.promise().loop();
-    // The common case inline: a spinning loop, and a request complete by now.
-    if (loop != nullptr && !loop->idle_mode().sleeps() && work_.refresh() &&
-        loop->take_inline_turn()) [[likely]]
+    if (loop == nullptr || loop->idle_mode().sleeps()) [[unlikely]]
+      check_loop(loop);
+    // Complete by its one poll, and the loop grants an inline turn: the task goes on at once.
+    if (work_.refresh() && loop->take_inline_turn()) [[likely]]
       return false;
-    return suspend(loop, coroutine);
+    watch(*loop, coroutine);
+    return true;
   }
   /// The completion; throws ibv::WorkError (failed) or ibv::Error (timeout), see above.
   WorkCompletion await_resume() {
     loop_ = nullptr;  // the loop forgets a waiter when it resumes it
-    // The common case inline: the completion was taken in by suspend() or the loop's ready().
+    // The common case inline: the completion was taken in by await_suspend() or the loop's ready().
     if (work_.completion_ && work_.completion_->ok()) [[likely]]
       return *work_.completion_;
     return resume_slowly();
@@ -104,9 +106,11 @@ class [[nodiscard]] AsyncWork {
   static int fd(const void* self);
   static void arm(void* self);
   static void consume(void* self);
-  /// await_suspend() past its common case: checks the loop, then continues at once as
-  /// await_suspend() does, or watches.
-  bool suspend(EventLoop* loop, std::coroutine_handle<> coroutine);
+  /// await_suspend()'s checks of a loop that is null (throws ibv::Error, state) or sleeps
+  /// (refuses, at once, a channel without a completion fd).
+  void check_loop(const EventLoop* loop) const;
+  /// Suspends the task on `loop` until its completion or deadline (time_limit() from now).
+  void watch(EventLoop& loop, std::coroutine_handle<> coroutine);
   /// How long the task waits once suspended: the timeout given, or the channel's.
   [[nodiscard]] Duration time_limit() const noexcept {
     return timeout_ ? *timeout_ : work_.operation_timeout();
