@@ -106,8 +106,7 @@ class ChannelCore : public CoreCount {
     if (track) {
       track_send(id, signaled, request.opcode(), false);
     } else {
-      last_signaled_ = id;  // as track_send() would: take_first() tracks it if need be
-      unsignaled_run_ = 0;
+      note_signaling(id, true);  // take_first() tracks the rest if need be
     }
     if (request.is_inline()) ++inline_posts_;
     return id;
@@ -353,8 +352,14 @@ class ChannelCore : public CoreCount {
   /// `*handoff` (freeing the slot) when given, else kept in the slot for its handle.
   void finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
               const WorkCompletion** handoff = nullptr);
-  /// Records a posted send-queue request: its send-queue entry and its slot.
+  /// Records a posted send-queue request: its send-queue entry and its slot, and
+  /// note_signaling().
   void track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned);
+  /// What must_signal() and the unsignaled retirement read of a posted send-queue request.
+  void note_signaling(std::uint64_t wr_id, bool signaled) noexcept {
+    if (signaled) last_signaled_ = wr_id;
+    unsignaled_run_ = signaled ? 0 : unsignaled_run_ + 1;
+  }
   /// Waits (bounded by the operation timeout) until `count` more requests fit `queue`.
   void wait_for_room(Queue queue, std::size_t count = 1) {
     const bool send = queue == Queue::send;
@@ -491,8 +496,7 @@ inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpco
   occupy(wr_id, State::send, signaled, orphaned);
   send_queue_[(send_head_ + send_count_) & send_mask_] = {wr_id, signaled, opcode};
   ++send_count_;
-  if (signaled) last_signaled_ = wr_id;
-  unsignaled_run_ = signaled ? 0 : unsignaled_run_ + 1;
+  note_signaling(wr_id, signaled);
 }
 
 [[gnu::always_inline]] inline std::size_t ChannelCore::poll_once(std::uint64_t awaited,
