@@ -292,6 +292,14 @@ PendingWork Channel::post_request(SendRequest& request, PostOptions options) {
   return {core_, core_->post_send(request, options)};
 }
 
+PendingWork Channel::post_and_look(SendRequest& request) {
+  detail::ChannelCore& core = *core_;
+  const std::uint64_t wr_id = core.post_send(request, {}, /*track=*/false);
+  if (const WorkCompletion* fresh = core.take_first(wr_id, request.opcode())) [[likely]]
+    return {core_, wr_id, *fresh};
+  return {core_, wr_id};  // take_first() has tracked it
+}
+
 PendingWork Channel::post(const op::Receive& operation, PostOptions /*options*/) {
   return {core_, core_->post_receive(operation.into)};
 }

@@ -27,7 +27,8 @@ AsyncWork::AsyncWork(AsyncWork&& other) noexcept
       deadline_(other.deadline_),
       timeout_(other.timeout_),
       operation_(other.operation_),
-      timed_out_(other.timed_out_) {}
+      timed_out_(other.timed_out_),
+      looked_(other.looked_) {}
 
 void AsyncWork::check_loop(const EventLoop* loop) const {
   if (loop == nullptr) {

@@ -41,6 +41,7 @@ class ChannelListener;
 namespace detail {
 struct ChannelAccess;  // src/cm: builds channels whose queue pair rdma_cm connects
 class MultiScopeBase;  // posts a list on a peer's channel (MultiChannelScope::post_all)
+struct CoroutinePost;  // ibv/coro/async_channel.hpp: posts with a first look (post_and_look)
 }  // namespace detail
 
 /// Builds a Channel on a protection domain from ChannelSettings (channel_settings.hpp: queue
@@ -354,10 +355,17 @@ class Channel {
  private:
   friend struct detail::ChannelAccess;
   friend class detail::MultiScopeBase;
+  friend struct detail::CoroutinePost;
   /// The one blocking path and the one unpolled path of every send-queue operation: `request`
   /// (made by the operation under wr_id 0) gets the channel's wr_id, is checked once and posted.
   WorkCompletion execute_request(SendRequest& request, Timeout timeout);
   PendingWork post_request(SendRequest& request, PostOptions options);
+  /// post_request() (signaled, default options) with a first look for the completion: one poll
+  /// at once, as execute_request() makes, so the handle is complete already if that poll
+  /// brought it, and then never took a slot in the channel's books. The coroutine calls' post,
+  /// whose co_await follows at once (a plain post() polls nothing: code that overlaps work
+  /// with its requests would pay an empty poll per post).
+  PendingWork post_and_look(SendRequest& request);
 
   detail::CoreOwner core_;
 };

@@ -80,6 +80,11 @@ class [[nodiscard]] PendingWork {
   /// A handle that shares ownership of the channel's core.
   PendingWork(detail::CoreOwner core, std::uint64_t wr_id) noexcept
       : core_(std::move(core)), wr_id_(wr_id) {}
+  /// A handle whose request has completed already (Channel::post_and_look): it shares the
+  /// core only for what its owner may still ask of the channel (AsyncWork's loop checks).
+  PendingWork(detail::CoreOwner core, std::uint64_t wr_id,
+              const WorkCompletion& completion) noexcept
+      : core_(std::move(core)), wr_id_(wr_id), completion_(completion) {}
   /// Lets go of the channel (and of its ownership, if this handle shares it).
   void forget_core() noexcept { core_.reset(); }
   void settle() noexcept;

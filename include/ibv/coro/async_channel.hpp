@@ -14,10 +14,12 @@
 
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/operation.hpp"
+#include "ibv/channel/pending_work.hpp"
 #include "ibv/coro/async_work.hpp"
 #include "ibv/duration.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
+#include "ibv/verbs/work_request.hpp"
 
 namespace ibv {
 
@@ -29,19 +31,37 @@ namespace detail {
 /// Every coroutine call's one mechanism: checks `timeout`, when given, before anything is
 /// posted, then awaits the request that `post()` posts, its handle made in place, for at most
 /// `timeout` (default: the request's channel's operation timeout). `name` (a string literal)
-/// names the call in errors.
+/// names the call in errors. `looked`: `post()` has looked for the completion once already
+/// (CoroutinePost), so co_await does not poll again before the task suspends.
 template <typename Post>
-AsyncWork await_post(const Channel::Timeout& timeout, const char* name, Post&& post) {
+AsyncWork await_post(const Channel::Timeout& timeout, const char* name, Post&& post,
+                     bool looked = false) {
   if (timeout && timeout->count() <= 0) [[unlikely]]
     throw_bad_async_timeout(*timeout, name);
-  return AsyncWork(PostInPlace{}, std::forward<Post>(post), timeout, name);
+  return AsyncWork(PostInPlace{}, std::forward<Post>(post), timeout, name, looked);
 }
+
+/// The coroutine calls' post on a Channel: a send-queue request is posted with a first look
+/// for its completion (Channel::post_and_look), as a blocking call's is; a receive, whose
+/// message is rarely there yet, as Channel::post posts it.
+struct CoroutinePost {
+  template <op::SendOperation Operation>
+  static PendingWork post(Channel& channel, const Operation& operation) {
+    SendRequest request = operation.request(0);
+    return channel.post_and_look(request);
+  }
+  static PendingWork post(Channel& channel, const op::Receive& operation) {
+    return channel.post(operation);
+  }
+};
 
 /// async() under the name `operation` (a string literal) in errors.
 template <op::Operation Operation>
 AsyncWork async_post(Channel& channel, const Operation& operation, Channel::Timeout timeout,
                      const char* name) {
-  return await_post(timeout, name, [&] { return channel.post(operation); });
+  return await_post(
+      timeout, name, [&] { return CoroutinePost::post(channel, operation); },
+      op::SendOperation<Operation>);
 }
 }  // namespace detail
 

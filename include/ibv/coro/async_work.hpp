@@ -28,12 +28,13 @@ struct PostInPlace {};
 ///   it) throws ibv::Error (timeout) after cancelling the request as a blocking call does: the
 ///   channel's queue pair goes to the error state, the device touches none of its buffers
 ///   afterwards, and the channel refuses further work.
-/// co_await looks for the completion once (one poll) before it suspends the task: a request
-/// that has completed by then (Soft-RoCE and fast NICs often complete a small one by its
-/// first poll) continues the task at once, without the loop or a clock read, for up to
-/// EventLoop::kInlineTurns such awaits in a row, so that a task that posts and awaits in a
-/// loop can not starve the loop's other tasks. Otherwise its loop resumes the task on the
-/// first pass that finds the completion (or the deadline passed).
+/// The completion is looked for once (one poll) before the task suspends: a send-queue
+/// request's by the coroutine call that posts it, right after the post (as a blocking call
+/// looks), a receive's by co_await. A request that has completed by then (Soft-RoCE and fast
+/// NICs often complete a small one by its first poll) continues the task at once, without the loop
+/// or a clock read, for up to EventLoop::kInlineTurns such awaits in a row, so that a task that
+/// posts and awaits in a loop can not starve the loop's other tasks. Otherwise its loop resumes the
+/// task on the first pass that finds the completion (or the deadline passed).
 ///
 /// Destroyed without having delivered its completion (never awaited, or its task destroyed
 /// while suspended on it), it settles the request as its PendingWork does: it waits for the
@@ -53,11 +54,15 @@ class [[nodiscard]] AsyncWork {
   /// For the coroutine calls (async_channel.hpp, async_multi_channel.hpp), which have checked
   /// `timeout` already: awaits the request that `post()` posts, its PendingWork made in place
   /// (no move of the handle, no second check), for at most `timeout` (default: its channel's
-  /// operation timeout, looked up only if the task suspends).
+  /// operation timeout, looked up only if the task suspends). `looked`: `post()` has polled
+  /// for the completion once already (detail::CoroutinePost), so co_await does not.
   template <typename Post>
   AsyncWork(detail::PostInPlace /*tag*/, Post&& post, const std::optional<Duration>& timeout,
-            const char* operation)
-      : work_(std::forward<Post>(post)()), timeout_(timeout), operation_(operation) {}
+            const char* operation, bool looked)
+      : work_(std::forward<Post>(post)()),
+        timeout_(timeout),
+        operation_(operation),
+        looked_(looked) {}
   /// Takes `other`'s request (allowed only before it is awaited).
   AsyncWork(AsyncWork&& other) noexcept;
   AsyncWork& operator=(AsyncWork&&) = delete;
@@ -80,8 +85,10 @@ class [[nodiscard]] AsyncWork {
     EventLoop* loop = coroutine.promise().loop();
     if (loop == nullptr || loop->idle_mode().sleeps()) [[unlikely]]
       check_loop(loop);
-    // Complete by its one poll, and the loop grants an inline turn: the task goes on at once.
-    if (work_.refresh() && loop->take_inline_turn()) [[likely]]
+    // Complete by its one look (at the post, or this poll), and the loop grants an inline
+    // turn: the task goes on at once.
+    if ((work_.is_complete() || (!looked_ && work_.refresh())) && loop->take_inline_turn())
+        [[likely]]
       return false;
     watch(*loop, coroutine);
     return true;
@@ -124,6 +131,7 @@ class [[nodiscard]] AsyncWork {
   const char* operation_;
   EventLoop* loop_ = nullptr;  // while suspended on it (watched)
   bool timed_out_ = false;
+  bool looked_ = false;  // the post polled for the completion once (see await_suspend)
 };
 
 }  // namespace ibv
