@@ -253,8 +253,8 @@ TEST_F(CoroTest, WhatThePostsFirstLookMissesIsAwaitedLikeAnyRequest) {
   std::optional<PendingWork> unsignaled;
   int done = 0;
   auto task = [&]() -> Task<> {
-    unsignaled.emplace(a->post(op::Write{gather_a(0, kSmall), remote_b(0, kSmall)},
-                               {.signaled = false}));
+    unsignaled.emplace(
+        a->post(op::Write{gather_a(0, kSmall), remote_b(0, kSmall)}, {.signaled = false}));
     AsyncWork big = async_write(*a, gather_a(kSmall, kBig), remote_b(kSmall, kBig));
     AsyncWork small =
         async_write(*a, gather_a(kSmall + kBig, kSmall), remote_b(kSmall + kBig, kSmall));
