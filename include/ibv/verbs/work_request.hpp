@@ -154,7 +154,8 @@ class SendRequest {
   /// The remote region of a write, read or atomic.
   [[nodiscard]] const std::optional<RemoteMemoryRegion>& remote() const noexcept { return remote_; }
 
-  /// The verbs request; its `next` is set by QueuePair::post_send when posting a batch.
+  /// The verbs request; its `next` is set by QueuePair::post_send when posting a batch. The
+  /// parts of its unions that this opcode and an RC queue pair do not use are not set.
   [[nodiscard]] ibv_send_wr& native() noexcept { return wr_; }
   /// The verbs request, read-only.
   [[nodiscard]] const ibv_send_wr& native() const noexcept { return wr_; }
@@ -166,7 +167,10 @@ class SendRequest {
   void set_immediate(std::uint32_t immediate) noexcept;
   void set_atomic(const RemoteMemoryRegion& target, std::uint64_t compare_add,
                   std::uint64_t swap) noexcept;
-  ibv_send_wr wr_{};
+  // Not zeroed as a whole (128 bytes on every post): the constructor sets every field a
+  // provider reads for this library's RC opcodes (and wr.rdma for all); the unions' parts for
+  // other QP types and opcodes (UD, XRC, memory-window binds, TSO) stay unset.
+  ibv_send_wr wr_;  // NOLINT(cppcoreguidelines-pro-type-member-init)
   SendOpcode opcode_;
   std::uint64_t length_ = 0;
   std::optional<RemoteMemoryRegion> remote_;
@@ -219,10 +223,14 @@ inline SendRequest::SendRequest(std::uint64_t wr_id, SendOpcode opcode, const ib
                                 std::size_t count, std::uint64_t length) noexcept
     : opcode_(opcode), length_(length) {
   wr_.wr_id = wr_id;
+  wr_.next = nullptr;
   wr_.sg_list = const_cast<ibv_sge*>(elements);  // NOLINT(cppcoreguidelines-pro-type-const-cast)
   wr_.num_sge = static_cast<int>(count);
-  wr_.send_flags = IBV_SEND_SIGNALED;
   wr_.opcode = send_opcode_traits(opcode).native;
+  wr_.send_flags = IBV_SEND_SIGNALED;
+  wr_.imm_data = 0;
+  wr_.wr.rdma.remote_addr = 0;
+  wr_.wr.rdma.rkey = 0;
 }
 
 inline SendRequest SendRequest::send(std::uint64_t wr_id,
