@@ -87,8 +87,8 @@ class [[nodiscard]] AsyncWork {
       check_loop(loop);
     // Complete by its one look (at the post, or this poll), and the loop grants an inline
     // turn: the task goes on at once.
-    if ((work_.is_complete() || (!looked_ && work_.refresh())) && loop->take_inline_turn())
-        [[likely]]
+    const bool complete = work_.is_complete() || (!looked_ && work_.refresh());
+    if (complete && loop->take_inline_turn()) [[likely]]
       return false;
     watch(*loop, coroutine);
     return true;

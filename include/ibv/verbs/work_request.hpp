@@ -219,6 +219,7 @@ template <typename Element>
 }
 }  // namespace detail
 
+// NOLINTNEXTLINE(cppcoreguidelines-pro-type-member-init): sets the fields of wr_ a post reads
 inline SendRequest::SendRequest(std::uint64_t wr_id, SendOpcode opcode, const ibv_sge* elements,
                                 std::size_t count, std::uint64_t length) noexcept
     : opcode_(opcode), length_(length) {
