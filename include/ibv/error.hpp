@@ -116,7 +116,8 @@ class BatchError : public Error {
   [[nodiscard]] bool body_failed() const noexcept { return body_error_ != nullptr; }
   /// The body's exception, or null when it did not throw.
   [[nodiscard]] std::exception_ptr body_exception() const noexcept { return body_error_; }
-  /// Completions drained at the exit that failed, in the order they were posted.
+  /// Completions drained at the exit that failed, in the order they were posted (of a list
+  /// posted by post_all, its first failure: the requests after it were flushed).
   [[nodiscard]] const std::vector<WorkCompletion>& failed_completions() const noexcept {
     return failed_;
   }

@@ -259,11 +259,10 @@ void ChannelCore::report_unknown(const WorkCompletion& completion) {
 }
 
 void ChannelCore::retire_through(std::uint64_t wr_id, std::uint32_t qp_number) {
-  while (send_count_ > 0) {
+  while (send_entries_ > 0) {
     const SendEntry entry = send_queue_[send_head_ & send_mask_];
     if (entry.wr_id > wr_id) break;
-    ++send_head_;
-    --send_count_;
+    pop_oldest_send();
     if (entry.wr_id == wr_id) break;
     // Requests before a completed one completed too (in order). A failed one reports itself,
     // so before the first failure these succeeded; after it, the QP flushed them.
@@ -276,6 +275,48 @@ void ChannelCore::retire_through(std::uint64_t wr_id, std::uint32_t qp_number) {
     finish(*slot, entry.wr_id,
            retired_completion(entry.wr_id, entry.opcode, qp_number, send_failed_));
   }
+}
+
+bool ChannelCore::accept_folded(const WorkCompletion& completion) {
+  const std::uint64_t wr_id = completion.wr_id();
+  // The entry it is folded into: the first, in posting order, past it.
+  for (std::size_t i = 0; i < send_entries_; ++i) {
+    const SendEntry& entry = send_queue_[(send_head_ + i) & send_mask_];
+    if (entry.wr_id <= wr_id) continue;
+    if (entry.wr_id - entry.folded > wr_id) return false;  // before its part: not the channel's
+    if (completion.ok()) return true;  // folded requests ask for none; nothing to record
+    const std::uint64_t holder = entry.wr_id;
+    // The entries before it have completed (in order), before the first failure: successfully.
+    retire_through(wr_id, completion.qp_number());
+    send_failed_ = true;
+    Slot* slot = find(holder);
+    if (slot != nullptr && !slot->folded_failed) {
+      slot->folded_failed = true;  // the first failure; the rest of the part is flushed after it
+      slot->completion = completion;
+    }
+    return true;
+  }
+  return false;
+}
+
+void ChannelCore::finish_rarely(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
+                                const WorkCompletion** handoff) {
+  // A failure folded into the slot is what went wrong; this request's own completion (flushed
+  // after it) says less.
+  const WorkCompletion result = slot.folded_failed ? slot.completion : completion;
+  if (slot.orphaned) {
+    release(&slot, wr_id);
+    if (!result.ok()) report_orphan_failure(result);
+    return;
+  }
+  if (handoff != nullptr) {
+    handed_out_ = result;  // valid until the next post or poll, as the batch it stands for
+    release(&slot, wr_id);
+    *handoff = &handed_out_;
+    return;
+  }
+  slot.state = State::arrived;
+  slot.completion = result;
 }
 
 void ChannelCore::keep_shared(const WorkCompletion& completion) {

@@ -115,30 +115,54 @@ class ChannelCore : public CoreCount {
   std::uint64_t post_receive(std::span<const ScatterElement> into);
 
   /// Posts `requests` under fresh consecutive wr_ids as linked lists: one doorbell for as many
-  /// as the send queue has room for (all of them when it has room). Every request is checked
-  /// before any is posted (bad input throws and posts nothing); `posted(wr_id)` is called for
-  /// each request once it is posted and tracked, in order, so that a failure afterwards (the
+  /// as the send queue has room for (all of them when it has room: a part). Every request is
+  /// checked before any is posted (bad input throws and posts nothing).
+  ///
+  /// Signaled (`options`), a part is one unit: only its last request asks for a completion, and
+  /// only it is tracked (a slot, a send-queue entry); the others are folded into its entry
+  /// (track_send's `folded`), and a failure among them becomes its completion. Unsignaled,
+  /// each request is tracked as post_send() tracks one.
+  ///
+  /// `posted(wr_id, folded)` is called for every tracked request once it is posted, in order
+  /// (`folded`: how many requests before it it stands for), so that a failure afterwards (the
   /// send queue stayed full, the device refused one) throws with every posted request known.
+  /// The requests of a part the device cut short are each tracked on their own.
   template <typename Posted>
   void post_send_list(std::span<SendRequest> requests, PostOptions options, Posted&& posted) {
     if (cancelled()) [[unlikely]]
       throw_cancelled();
+    const std::size_t part = list_part(Queue::send);  // as post_in_parts() cuts the list
+    std::size_t part_end = std::min(part, requests.size());
     std::uint32_t run = unsignaled_run_;
     for (std::size_t i = 0; i < requests.size(); ++i) {
       SendRequest& request = requests[i];
       request.native().wr_id = next_wr_id_ + i;
       apply_inline(request, options.inline_data, max_inline_data_);
-      const bool signaled = options.signaled || must_signal(run);
+      const bool ends_part = i + 1 == part_end;
+      if (ends_part) part_end = std::min(part_end + part, requests.size());
+      const bool signaled = options.signaled ? ends_part : must_signal(run);
       if (!signaled) request.unsignaled();
       run = signaled ? 0 : run + 1;
     }
     const CheckedList<SendRequest> checked = qp_.checked(requests);  // bad input throws here
     next_wr_id_ += requests.size();
-    post_in_parts(checked, Queue::send, "ibv_post_send", [&](const SendRequest& request) {
-      track_send(request.wr_id(), request.is_signaled(), request.opcode(), false);
-      if (request.is_inline()) ++inline_posts_;
-      posted(request.wr_id());
-    });
+    post_in_parts(checked, Queue::send, "ibv_post_send",
+                  [&](std::span<SendRequest> taken, bool whole) {
+                    for (const SendRequest& request : taken) {
+                      if (request.is_inline()) ++inline_posts_;
+                    }
+                    if (options.signaled && whole) [[likely]] {
+                      const SendRequest& last = taken.back();
+                      const auto folded = static_cast<std::uint32_t>(taken.size() - 1);
+                      track_send(last.wr_id(), true, last.opcode(), false, folded);
+                      posted(last.wr_id(), folded);
+                      return;
+                    }
+                    for (const SendRequest& request : taken) {
+                      track_send(request.wr_id(), request.is_signaled(), request.opcode(), false);
+                      posted(request.wr_id(), std::uint32_t{0});
+                    }
+                  });
   }
   /// Posts a receive into each of `into` (receives into[i]) as linked lists, one doorbell for
   /// as many as the receive queue has room for; checked, tracked and reported to `posted` as
@@ -154,11 +178,14 @@ class ChannelCore : public CoreCount {
     }
     const CheckedList<ReceiveRequest> checked = qp_.checked(requests);
     next_wr_id_ += requests.size();
-    post_in_parts(checked, Queue::receive, "ibv_post_recv", [&](const ReceiveRequest& request) {
-      occupy(request.wr_id(), State::receive, true, false);
-      ++in_flight_receive_;
-      posted(request.wr_id());
-    });
+    post_in_parts(checked, Queue::receive, "ibv_post_recv",
+                  [&](std::span<ReceiveRequest> taken, bool /*whole*/) {
+                    for (const ReceiveRequest& request : taken) {
+                      occupy(request.wr_id(), State::receive, true, false);
+                      ++in_flight_receive_;
+                      posted(request.wr_id());
+                    }
+                  });
   }
   /// Room for building the requests of a list in place (list_part() of its queue, at most
   /// kListCapacity): a list post then allocates nothing. One user at a time.
@@ -270,15 +297,19 @@ class ChannelCore : public CoreCount {
   struct Slot {
     std::uint64_t wr_id = 0;
     State state = State::free;
-    bool orphaned = false;      // its completion is discarded (a failure is logged)
-    bool signaled = false;      // a send-queue request posted signaled
-    WorkCompletion completion;  // when arrived
+    bool orphaned = false;       // its completion is discarded (a failure is logged)
+    bool signaled = false;       // a send-queue request posted signaled
+    bool folded_failed = false;  // a request folded into it failed: `completion` holds that
+    WorkCompletion completion;   // when arrived (or folded_failed)
   };
-  /// A send-queue request not retired yet, in posting order.
+  /// A send-queue request not retired yet, in posting order, with the unsignaled requests of
+  /// its list part folded into it (post_send_list): wr_ids wr_id - folded .. wr_id - 1, which
+  /// have no entry or slot of their own.
   struct SendEntry {
     std::uint64_t wr_id;
     bool signaled;
     SendOpcode opcode;
+    std::uint32_t folded;
   };
 
   // The hot path (find, release, occupy, track_send, wait_for_room's look, poll_once, accept,
@@ -286,8 +317,9 @@ class ChannelCore : public CoreCount {
   // call compiles into one function; what is rare lives in channel_core.cpp.
 
   /// The list posts' one loop: posts `checked` on `queue` in parts of list_part(), each after
-  /// waiting for its room, and calls `track(request)` for every request the device took, in
-  /// order, before it throws for a part that `verb` cut short.
+  /// waiting for its room, and calls `track(taken, whole)` with the requests of each part the
+  /// device took (`whole`: all of the part), in order, before it throws for a part that `verb`
+  /// cut short.
   template <typename Request, typename Track>
   void post_in_parts(const CheckedList<Request>& checked, Queue queue, const char* verb,
                      Track&& track) {
@@ -297,7 +329,7 @@ class ChannelCore : public CoreCount {
       const auto part = checked.part(done, std::min(chunk, total - done));
       wait_for_room(queue, part.size());
       const ListPosted result = qp_.post(part);
-      for (std::size_t i = 0; i < result.posted; ++i) track(part.requests()[i]);
+      track(part.requests().first(result.posted), result.posted == part.size());
       if (result.error != 0) [[unlikely]] {
         throw_post_failure(verb, qp_.qp_number(), result.error,
                            part.requests()[result.posted].wr_id());
@@ -338,6 +370,10 @@ class ChannelCore : public CoreCount {
   /// Takes a polled completion into account: counts, retirement, orphans, the cache.
   void accept(const WorkCompletion& completion, std::uint64_t awaited,
               const WorkCompletion** handoff);
+  /// accept() of a completion with no slot: if it is of a request folded into a send-queue
+  /// entry (only a failure, or a flush, makes one), records a failure on that entry's slot
+  /// and returns true; false for a request the channel does not know.
+  bool accept_folded(const WorkCompletion& completion);
   /// Retires the unsignaled requests posted before the send-queue request `wr_id`.
   void retire_before(std::uint64_t wr_id, std::uint32_t qp_number);
   /// retire_before() when `wr_id` is not the oldest: retires each request before it.
@@ -349,12 +385,24 @@ class ChannelCore : public CoreCount {
   /// Throws: more send-queue requests in flight than max_send_wr (a bug).
   [[noreturn]] void throw_send_queue_overrun() const;
   /// Records `completion` of the request in `slot`: discarded if orphaned, else pointed to by
-  /// `*handoff` (freeing the slot) when given, else kept in the slot for its handle.
+  /// `*handoff` (freeing the slot) when given, else kept in the slot for its handle. A
+  /// failure folded into the slot (accept_folded) stands in for `completion`.
   void finish(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
               const WorkCompletion** handoff = nullptr);
+  /// finish() of an orphaned slot or one with a folded failure.
+  void finish_rarely(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
+                     const WorkCompletion** handoff);
   /// Records a posted send-queue request: its send-queue entry and its slot, and
-  /// note_signaling().
-  void track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned);
+  /// note_signaling(). `folded`: the unsignaled requests just before it that its entry stands
+  /// for (a list part, see post_send_list).
+  void track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode, bool orphaned,
+                  std::uint32_t folded = 0);
+  /// Removes the oldest send-queue entry (with the requests folded into it).
+  void pop_oldest_send() noexcept {
+    send_count_ -= 1 + send_queue_[send_head_ & send_mask_].folded;
+    ++send_head_;
+    --send_entries_;
+  }
   /// What must_signal() and the unsignaled retirement read of a posted send-queue request.
   void note_signaling(std::uint64_t wr_id, bool signaled) noexcept {
     if (signaled) last_signaled_ = wr_id;
@@ -437,7 +485,8 @@ class ChannelCore : public CoreCount {
   std::uint32_t signal_run_ = 1;      // must_signal(): unsignaled runs are shorter than this
   std::size_t send_mask_ = 0;         // send_queue_.size() - 1
   std::size_t send_head_ = 0;         // the oldest is send_queue_[send_head_ & send_mask_]
-  std::size_t send_count_ = 0;        // how many
+  std::size_t send_entries_ = 0;      // how many entries
+  std::size_t send_count_ = 0;        // how many requests they stand for (the queue's use)
   std::uint64_t last_signaled_ = 0;   // wr_id of the last signaled send-queue request posted
   std::uint32_t unsignaled_run_ = 0;  // unsignaled requests posted since the last signaled one
   bool send_failed_ = false;          // a send-queue request failed: the QP is in error
@@ -449,7 +498,7 @@ class ChannelCore : public CoreCount {
   std::size_t shared_head_ = 0;
   std::size_t shared_count_ = 0;
   std::array<WorkCompletion, 32> batch_{};
-  WorkCompletion handed_out_;                 // hand_out()'s copy of a spilled slot's completion
+  WorkCompletion handed_out_;  // hand_out()'s and finish_rarely()'s copy of what a slot hands out
   std::vector<SendRequest> send_list_;        // send_list_storage()
   std::vector<ReceiveRequest> receive_list_;  // receive_list_storage()
 };
@@ -485,17 +534,19 @@ inline ChannelCore::Slot& ChannelCore::occupy(std::uint64_t wr_id, State state, 
   slot.state = state;
   slot.signaled = signaled;
   slot.orphaned = orphaned;
+  slot.folded_failed = false;
   return slot;
 }
 
 inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpcode opcode,
-                                    bool orphaned) {
-  // wait_for_room() keeps it below max_send_wr before every post.
-  if (send_count_ >= send_capacity_) [[unlikely]]
+                                    bool orphaned, std::uint32_t folded) {
+  // wait_for_room() keeps it within max_send_wr before every post.
+  if (send_count_ + folded >= send_capacity_) [[unlikely]]
     throw_send_queue_overrun();
   occupy(wr_id, State::send, signaled, orphaned);
-  send_queue_[(send_head_ + send_count_) & send_mask_] = {wr_id, signaled, opcode};
-  ++send_count_;
+  send_queue_[(send_head_ + send_entries_) & send_mask_] = {wr_id, signaled, opcode, folded};
+  ++send_entries_;
+  send_count_ += 1 + folded;
   note_signaling(wr_id, signaled);
 }
 
@@ -517,7 +568,7 @@ inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpco
   Slot* slot = find(wr_id);
   if (slot == nullptr || (slot->state != State::send && slot->state != State::receive))
       [[unlikely]] {
-    report_unknown(completion);
+    if (slot != nullptr || !accept_folded(completion)) report_unknown(completion);
     return;
   }
   if (slot->state == State::send) {
@@ -578,11 +629,10 @@ inline const WorkCompletion* ChannelCore::hand_out(Slot* slot, std::uint64_t wr_
 [[gnu::always_inline]] inline void ChannelCore::retire_before(std::uint64_t wr_id,
                                                               std::uint32_t qp_number) {
   // The send queue is in posting order, so in increasing wr_id order.
-  if (send_count_ == 0) return;  // retired already
+  if (send_entries_ == 0) return;  // retired already
   const std::uint64_t oldest = send_queue_[send_head_ & send_mask_].wr_id;
   if (oldest == wr_id) [[likely]] {  // the oldest: nothing before it
-    ++send_head_;
-    --send_count_;
+    pop_oldest_send();
     return;
   }
   if (wr_id < oldest) return;  // retired already
@@ -593,9 +643,8 @@ inline const WorkCompletion* ChannelCore::hand_out(Slot* slot, std::uint64_t wr_
                                                        const WorkCompletion& completion,
                                                        const WorkCompletion** handoff) {
   if (slot.state == State::receive) --in_flight_receive_;
-  if (slot.orphaned) [[unlikely]] {
-    release(&slot, wr_id);
-    if (!completion.ok()) report_orphan_failure(completion);
+  if (slot.orphaned || slot.folded_failed) [[unlikely]] {
+    finish_rarely(slot, wr_id, completion, handoff);
     return;
   }
   if (handoff != nullptr) {

@@ -96,6 +96,7 @@ PendingWork& ScopeWork::keep_spilled(ChannelCore& core, std::uint64_t wr_id,
 [[gnu::always_inline]] inline void ScopeWork::destroy_kept() noexcept {
   for (std::size_t i = 0; i < inline_count_; ++i) std::destroy_at(&inline_[i].kept);
   inline_count_ = 0;
+  folded_ = 0;
   if (spilled_) [[unlikely]]
     spilled_.reset();
 }
@@ -246,8 +247,9 @@ void ListPoster::check_request(const ReceiveRequest& request) const {
 }
 
 void ListPoster::post_list(std::span<SendRequest> requests, PostOptions options) {
-  core_.post_send_list(requests, options,
-                       [this](std::uint64_t id) { work_.keep(core_, id, peer_); });
+  core_.post_send_list(requests, options, [this](std::uint64_t id, std::uint32_t folded) {
+    work_.keep(core_, id, peer_, folded);
+  });
 }
 
 void ListPoster::post_list(std::span<ReceiveRequest> requests) {

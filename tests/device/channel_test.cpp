@@ -2,7 +2,8 @@
 // other on the test device, data checked byte by byte.
 // - every operation in the three styles: blocking, unpolled (PendingWork) and scoped;
 // - scopes that end badly: a throwing body (its exception comes out unchanged, after all work
-//   completed), failed completions (BatchError), both at once, and a drain that times out;
+//   completed), failed completions (BatchError), both at once, a failure inside a posted list,
+//   and a drain that times out;
 // - 64 requests in flight at once, waited out of order: each handle gets its own completion;
 // - PendingWork dropped unpolled (the destructor waits), moved from, wait_for and wait timeouts;
 // - giving up (docs/safety.md, "No orphans"): a blocking receive, a scope and a dropped
@@ -612,6 +613,41 @@ TEST_F(ChannelScoped, FailedCompletionIsABatchErrorListingIt) {
     EXPECT_THAT(error.what(), ::testing::HasSubstr("remote_access_error"));
     EXPECT_THAT(error.what(), ::testing::Not(::testing::HasSubstr("the body threw")));
   }
+}
+
+// A list posted by post_all asks for one completion, its last request's: a request in its
+// middle that fails (a wrong rkey) is what the scope reports, once, under its own wr_id and
+// status, not the flushes that follow it. The writes before it landed; the scope counted all.
+TEST_F(ChannelScoped, AFailureInsideAPostedListIsReportedAsThatRequestsOwn) {
+  constexpr std::size_t kWrites = 8;
+  constexpr std::size_t kBad = 3;
+  fill_pattern(a_bytes(0, (kWrites + 1) * 64), 54);
+  std::vector<std::array<GatherElement, 1>> data;
+  std::vector<op::Write> writes;
+  data.reserve(kWrites);
+  for (std::size_t i = 0; i < kWrites; ++i) {
+    data.push_back(gather_a(i * 64, 64));
+    writes.push_back(
+        op::Write{data.back(), i == kBad ? wrong_rkey_b(i * 64, 64) : remote_b(i * 64, 64)});
+  }
+  std::uint64_t first_id = 0;
+  try {
+    a->scope([&](ChannelScope& s) {
+      // A request on its own, then the list right after it.
+      first_id = s.post_write(gather_a(kWrites * 64, 64), remote_b(kWrites * 64, 64)).wr_id();
+      s.post_all(writes);
+      EXPECT_EQ(s.size(), kWrites + 1);
+    });
+    ADD_FAILURE() << "the scope returned";
+  } catch (const BatchError& error) {
+    EXPECT_TRUE(error.timed_out().empty());
+    const auto& failed = error.failed_completions();
+    ASSERT_EQ(failed.size(), 1U) << error.what();
+    EXPECT_EQ(failed[0].wr_id(), first_id + 1 + kBad);
+    EXPECT_EQ(failed[0].status(), WorkStatus::remote_access_error);
+  }
+  EXPECT_TRUE(same_bytes(a_bytes(0, kBad * 64), b_bytes(0, kBad * 64)));
+  EXPECT_TRUE(same_bytes(a_bytes(kWrites * 64, 64), b_bytes(kWrites * 64, 64)));
 }
 
 TEST_F(ChannelScoped, FailedCompletionAndThrowingBodyIsABatchErrorCarryingTheBodysException) {

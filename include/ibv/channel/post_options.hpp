@@ -31,7 +31,9 @@ struct PostOptions {
   /// The channel also signals on its own at least every max_send_wr / 2 requests, so the send
   /// queue can not fill up with requests that nobody will retire. The completion handed to
   /// the request's PendingWork is then made by the channel: success, the opcode, wr_id,
-  /// byte_length 0. Receives are always signaled (the option is ignored for them).
+  /// byte_length 0. Receives are always signaled (the option is ignored for them). For a list
+  /// (ScopeBase::post_all), true asks for one completion per doorbell, the list's last
+  /// request's.
   bool signaled = true;
   /// Inline or not (see InlinePolicy); by default automatic, also for the blocking calls.
   InlinePolicy inline_data = InlinePolicy::automatic;

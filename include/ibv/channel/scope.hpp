@@ -58,9 +58,11 @@ class ScopeWork {
   PendingWork& keep(PendingWork work, std::optional<std::uint32_t> peer = {});
   /// Keeps a handle on request `wr_id` of `core` (posted to `peer`, if on a MultiChannel) that
   /// borrows the core (the scope's channel outlives it: PendingWork's borrowing constructor),
-  /// made in place.
-  PendingWork& keep(ChannelCore& core, std::uint64_t wr_id,
-                    std::optional<std::uint32_t> peer = {}) {
+  /// made in place. `folded`: the requests before it in its list that it stands for (see
+  /// post_all: they complete with it, and its completion reports their failure).
+  PendingWork& keep(ChannelCore& core, std::uint64_t wr_id, std::optional<std::uint32_t> peer = {},
+                    std::uint32_t folded = 0) {
+    folded_ += folded;
     if (inline_count_ < kInline) [[likely]] {
       // Placement new of the aggregate: the handle is made in the slot, never moved (a move
       // would take a share of the core).
@@ -71,8 +73,9 @@ class ScopeWork {
     }
     return keep_spilled(core, wr_id, peer);
   }
+  /// The requests kept, with those folded into them.
   [[nodiscard]] std::size_t size() const noexcept {
-    return inline_count_ + (spilled_ ? spilled_->size() : 0);
+    return inline_count_ + (spilled_ ? spilled_->size() : 0) + folded_;
   }
 
   /// Waits for every request not yet seen complete (each at most its channel's operation
@@ -155,6 +158,7 @@ class ScopeWork {
   std::array<InlineSlot, kInline> inline_;
   std::size_t inline_count_ = 0;
   std::unique_ptr<std::deque<Kept>> spilled_;
+  std::size_t folded_ = 0;  // requests of lists that a kept handle stands for
 };
 
 /// Runs `body(scope)`, then `scope.finish(exception of the body or null)`, which waits for the
@@ -271,10 +275,11 @@ class ScopeBase {
 
   /// Posts every operation in `operations` (a range of one operation type, e.g. a
   /// std::vector<op::Write>) as linked lists that reach the device with one doorbell each (as
-  /// many requests as half the send queue holds, at most 64), and keeps their handles until the
-  /// scope ends (size() counts them; the scope waits for them like any other). All of them are
-  /// checked before any is posted: bad input throws and posts nothing. See docs/operations.md,
-  /// "Posting a list".
+  /// many requests as half the send queue holds, at most 64), and keeps them until the scope
+  /// ends (size() counts them; the scope waits for them like any other). Signaled (`options`),
+  /// each list asks for one completion, its last request's; a failure inside it is reported
+  /// once, as that request's own. All of them are checked before any is posted: bad input
+  /// throws and posts nothing. See docs/operations.md, "Posting a list".
   template <std::ranges::forward_range Operations>
   requires op::SendOperation<std::ranges::range_value_t<Operations>>
   void post_all(const Operations& operations, PostOptions options = {}) {
