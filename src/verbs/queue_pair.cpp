@@ -551,24 +551,39 @@ std::string QueuePair::query_state() const {
   return std::string(state_name(attr.qp_state));
 }
 
-void QueuePair::check(const SendRequest& request) const {
+namespace {
+/// Whether the atomic `request` passes every check of QueuePair::check, by comparisons only:
+/// the post path's passes_check() leaves atomics to check(), whose common case this is.
+bool atomic_passes(const detail::QueuePairCore& core, const SendRequest& request) noexcept {
+  const auto& s = core.settings;
+  return request.element_count() <= s.max_send_sge.value() &&
+         request.byte_length() <= core.port.max_message_size && !request.is_inline() &&
+         detail::atomic_problem(request, core.device_atomics,
+                                s.max_rd_atomic ? s.max_rd_atomic->value() : 0U,
+                                s.max_dest_rd_atomic ? s.max_dest_rd_atomic->value() : 0U) ==
+             detail::AtomicProblem::none &&
+         core.pd.local_keys().all_known(request.native().sg_list, request.element_count());
+}
+
+/// QueuePair::check past an atomic that passes: finds the check that fails, and throws.
+[[gnu::noinline]] void check_send(const detail::QueuePairCore& core, const SendRequest& request) {
   // Compare only: the description of the request is built when one of these throws. The post
   // path first asks passes_check() (queue_pair.hpp: the same comparisons, inline, without the
   // atomic ones) and comes here only for atomics and for a request that fails: a check added
-  // here must be added there too.
-  const auto& s = core_->settings;
+  // here must be added there too (and to atomic_passes() above).
+  const auto& s = core.settings;
   if (request.element_count() > s.max_send_sge.value()) {
     reject_send(request, "has " + std::to_string(request.element_count()) +
                              " elements, more than the QP's max_send_sge of " +
                              std::to_string(s.max_send_sge.value()));
   }
-  if (request.byte_length() > core_->port.max_message_size) {
+  if (request.byte_length() > core.port.max_message_size) {
     reject_send(request, "moves " + std::to_string(request.byte_length()) +
                              " bytes, more than the port's max message size of " +
-                             std::to_string(core_->port.max_message_size));
+                             std::to_string(core.port.max_message_size));
   }
   if (is_atomic(request.opcode())) [[unlikely]] {
-    check_atomic(*core_, request);
+    check_atomic(core, request);
   }
   if (request.is_inline()) {
     if (!may_be_inline(request.opcode())) {
@@ -576,10 +591,10 @@ void QueuePair::check(const SendRequest& request) const {
                                ? "is an atomic, which can not be inline"
                                : "is an RDMA read, which can not be inline");
     }
-    if (request.byte_length() > core_->max_inline_data) {
+    if (request.byte_length() > core.max_inline_data) {
       reject_send(request, "has " + std::to_string(request.byte_length()) +
                                " inline bytes, more than the QP's max_inline_data of " +
-                               std::to_string(core_->max_inline_data));
+                               std::to_string(core.max_inline_data));
     }
   }
   if (const auto& remote = request.remote(); remote && request.byte_length() > remote->length()) {
@@ -593,9 +608,16 @@ void QueuePair::check(const SendRequest& request) const {
                              " region)");
   }
   if (const auto refusal =
-          core_->pd.local_keys().refusal(request.native().sg_list, request.element_count())) {
+          core.pd.local_keys().refusal(request.native().sg_list, request.element_count())) {
     reject_send(request, *refusal);
   }
+}
+}  // namespace
+
+void QueuePair::check(const SendRequest& request) const {
+  if (is_atomic(request.opcode()) && atomic_passes(*core_, request)) [[likely]]
+    return;
+  check_send(*core_, request);
 }
 
 void QueuePair::check(const ReceiveRequest& request) const { check_receive(*core_, request); }
