@@ -294,8 +294,8 @@ PendingWork Channel::post_request(SendRequest& request, PostOptions options) {
 
 PendingWork Channel::post_and_look(SendRequest& request) {
   detail::ChannelCore& core = *core_;
-  const std::uint64_t wr_id = core.post_send(request, {}, /*track=*/false);
-  if (const WorkCompletion* fresh = core.take_first(wr_id, request.opcode())) [[likely]]
+  const std::uint64_t wr_id = core.post_send(request, {});
+  if (const WorkCompletion* fresh = core.take_first(wr_id)) [[likely]]
     return {core_, wr_id, *fresh};
   return {core_, wr_id};  // take_first() has tracked it
 }
@@ -308,8 +308,8 @@ WorkCompletion Channel::execute_request(SendRequest& request, Timeout timeout) {
   if (timeout) [[unlikely]]
     check_timeout(timeout, detail::operation_name(request.opcode()));
   detail::ChannelCore& core = *core_;
-  const std::uint64_t wr_id = core.post_send(request, {}, /*track=*/false);
-  const WorkCompletion* fresh = core.take_first(wr_id, request.opcode());
+  const std::uint64_t wr_id = core.post_send(request, {});
+  const WorkCompletion* fresh = core.take_first(wr_id);
   if (fresh != nullptr && fresh->ok()) [[likely]]
     return *fresh;
   return await_rest(core, wr_id, fresh, timeout, detail::operation_name(request.opcode()));

@@ -128,6 +128,17 @@ ChannelCore::~ChannelCore() {
   if (monitor_) monitor_->disconnect();
 }
 
+bool ChannelCore::settle_untracked(std::uint64_t wr_id) {
+  const WorkCompletion* handed = take_first(wr_id);
+  if (handed == nullptr) return false;
+  if (handed->ok()) [[likely]]
+    return true;
+  // Failed: into a slot, for the handle's owner to take (`handed` points into the poll batch,
+  // which only the next poll overwrites).
+  occupy(wr_id, State::arrived, true, false).completion = *handed;
+  return false;
+}
+
 bool ChannelCore::settle_slowly(Slot& ring, std::uint64_t wr_id) {
   Slot* slot = find(ring, wr_id);
   if (slot != nullptr && slot->state == State::arrived && !slot->orphaned) {
@@ -233,6 +244,7 @@ void ChannelCore::wait_for_room_slowly(Queue queue, std::size_t count) {
 }
 
 void ChannelCore::ensure_retirement(std::uint64_t wr_id) {
+  track_untracked();  // before this posts
   const Slot* slot = find(wr_id);
   if (slot == nullptr || slot->state != State::send) return;  // completed, or a receive
   if (slot->signaled) return;                                 // it will complete by itself
@@ -369,6 +381,7 @@ std::optional<WorkCompletion> ChannelCore::wait(std::uint64_t wr_id,
 
 void ChannelCore::cancel(std::uint64_t wr_id, std::string_view reason) noexcept {
   try {
+    track_untracked();  // it is outstanding too
     if (!cancelled()) cancel_reason_ = reason;
     qp_.move_to_error();  // the device flushes everything outstanding
     const auto outstanding = [this] { return send_count_ + in_flight_receive_; };

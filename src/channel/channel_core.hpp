@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ibv/channel/channel.hpp"
@@ -69,6 +70,8 @@ class ChannelCore : public CoreCount {
   /// The bit set in every wr_id of a channel on a shared receive queue, telling its own
   /// requests from the queue's receives (whose wr_ids must leave it clear).
   static constexpr std::uint64_t kChannelTag = SharedReceiveQueue::kReservedWrIdBit;
+  /// untracked_ when post_send() has left no request untracked.
+  static constexpr std::uint64_t kNoneUntracked = ~std::uint64_t{0};
 
   /// `pool` is the SharedReceivePool the queue pair's shared receive queue belongs to, if any.
   /// Throws ibv::Error (invalid_argument) when `wait` sleeps and `cq` has no completion channel.
@@ -87,13 +90,16 @@ class ChannelCore : public CoreCount {
   /// Posts `request` under a fresh wr_id (which it sets), after checking it once
   /// (QueuePair::check: bad input throws before anything waits or is posted, and leaves the
   /// channel as it was) and waiting (bounded) for room in the send queue. Returns the wr_id.
-  /// `track` false (a blocking call, whose request is signaled): the request is not tracked
-  /// yet, and the caller must call take_first() next, before anything else posts or polls on
-  /// this channel.
-  [[gnu::always_inline]] std::uint64_t post_send(SendRequest& request, PostOptions options,
-                                                 bool track = true) {
+  ///
+  /// A signaled request is not tracked yet (untracked_): the first look for its completion
+  /// (take(), settle_if_succeeded(), take_first()) matches it by wr_id alone and, when it is
+  /// there (the common case of a request awaited at once), never gives it a slot or a
+  /// send-queue entry. Anything else that posts or polls on the channel first tracks it, as
+  /// does a first look that misses it.
+  [[gnu::always_inline]] std::uint64_t post_send(SendRequest& request, PostOptions options) {
     if (cancelled()) [[unlikely]]
       throw_cancelled();
+    track_untracked();
     const std::uint64_t id = next_wr_id_++;
     request.native().wr_id = id;
     apply_inline(request, options.inline_data, max_inline_data_);
@@ -103,10 +109,12 @@ class ChannelCore : public CoreCount {
     const Checked<SendRequest> checked = qp_.checked(request);
     wait_for_room(Queue::send);  // polls, which changes nothing must_signal() depends on
     qp_.post(checked);
-    if (track) {
-      track_send(id, signaled, request.opcode(), false);
+    if (signaled) {
+      note_signaling(id, true);
+      untracked_ = id;
+      untracked_opcode_ = request.opcode();
     } else {
-      note_signaling(id, true);  // take_first() tracks the rest if need be
+      track_send(id, false, request.opcode(), false);
     }
     if (request.is_inline()) ++inline_posts_;
     return id;
@@ -131,6 +139,7 @@ class ChannelCore : public CoreCount {
   void post_send_list(std::span<SendRequest> requests, PostOptions options, Posted&& posted) {
     if (cancelled()) [[unlikely]]
       throw_cancelled();
+    track_untracked();
     const std::size_t part = list_part(Queue::send);  // as post_in_parts() cuts the list
     std::size_t part_end = std::min(part, requests.size());
     std::uint32_t run = unsignaled_run_;
@@ -205,6 +214,7 @@ class ChannelCore : public CoreCount {
   /// when it is outstanding, failed (kept for its handle), orphaned, unsignaled or not
   /// tracked: the caller then settles it the usual way (take() or wait()).
   [[gnu::always_inline]] bool settle_if_succeeded(std::uint64_t wr_id) {
+    if (wr_id == untracked_) return settle_untracked(wr_id);  // posted last, not polled since
     // The common case of a scope's drain, inline in its loop: arrived, in its ring slot.
     Slot& slot = slots_[wr_id & slot_mask_];
     if (slot.wr_id == wr_id && slot.state == State::arrived && !slot.orphaned &&
@@ -226,12 +236,13 @@ class ChannelCore : public CoreCount {
     poll_once(wr_id, &handed);
     return handed;
   }
-  /// take_fresh() for a signaled send-queue request (`opcode`) posted untracked (post_send with
-  /// `track` false) just now: its completion is matched by wr_id alone; if this poll does not
-  /// bring it, the request is tracked now (its send-queue entry and slot) as any other from
-  /// here on. A blocking call's request whose completion comes at once (the common case) thus
-  /// never takes a slot or a send-queue entry: nothing else has posted or polled meanwhile.
-  [[gnu::always_inline]] const WorkCompletion* take_first(std::uint64_t wr_id, SendOpcode opcode) {
+  /// take_fresh() for `wr_id`, the signaled send-queue request post_send() left untracked
+  /// (untracked_): its completion is matched by wr_id alone; if this poll does not bring it,
+  /// the request is tracked now (its send-queue entry and slot) as any other from here on.
+  /// Nothing else has posted or polled since it was posted (that would have tracked it).
+  [[gnu::always_inline]] const WorkCompletion* take_first(std::uint64_t wr_id) {
+    untracked_ = kNoneUntracked;
+    const SendOpcode opcode = untracked_opcode_;
     const WorkCompletion* handed = nullptr;
     try {
       for (const auto& completion : cq_.poll(batch_)) {
@@ -370,6 +381,22 @@ class ChannelCore : public CoreCount {
   /// Takes a polled completion into account: counts, retirement, orphans, the cache.
   void accept(const WorkCompletion& completion, std::uint64_t awaited,
               const WorkCompletion** handoff);
+  /// accept() of the completion of the request post_send() left untracked (poll_once: nothing
+  /// polled since it was posted): handed off if awaited, else kept in a slot, as accept() does
+  /// for a tracked one.
+  void accept_untracked(const WorkCompletion& completion, std::uint64_t awaited,
+                        const WorkCompletion** handoff) {
+    const std::uint64_t wr_id = completion.wr_id();
+    untracked_ = kNoneUntracked;
+    retire_before(wr_id, completion.qp_number());  // the unsignaled requests before it
+    if (!completion.ok()) [[unlikely]]
+      send_failed_ = true;
+    if (wr_id == awaited && handoff != nullptr) {
+      *handoff = &completion;
+      return;
+    }
+    occupy(wr_id, State::arrived, true, false).completion = completion;
+  }
   /// accept() of a completion with no slot: if it is of a request folded into a send-queue
   /// entry (only a failure, or a flush, makes one), records a failure on that entry's slot
   /// and returns true; false for a request the channel does not know.
@@ -449,6 +476,15 @@ class ChannelCore : public CoreCount {
   bool settle_slowly(Slot& ring, std::uint64_t wr_id);
   /// take() that also says whether `wr_id` is still tracked (false: handed out, or unknown).
   const WorkCompletion* try_take(std::uint64_t wr_id, bool& tracked);
+  /// Tracks the request post_send() left untracked, if any: before anything else posts or
+  /// polls on the channel.
+  void track_untracked() {
+    if (untracked_ != kNoneUntracked) [[unlikely]]
+      track_send(std::exchange(untracked_, kNoneUntracked), true, untracked_opcode_, false);
+  }
+  /// settle_if_succeeded() of the request post_send() left untracked: take_first(), a
+  /// failure kept in a slot for the handle.
+  bool settle_untracked(std::uint64_t wr_id);
   /// Frees `slot` (the slot of `wr_id`, arrived) and points to its completion, which stays
   /// readable until the next post or poll (a spilled slot's is copied to handed_out_ first).
   const WorkCompletion* hand_out(Slot* slot, std::uint64_t wr_id);
@@ -488,6 +524,10 @@ class ChannelCore : public CoreCount {
   std::size_t send_entries_ = 0;      // how many entries
   std::size_t send_count_ = 0;        // how many requests they stand for (the queue's use)
   std::uint64_t last_signaled_ = 0;   // wr_id of the last signaled send-queue request posted
+  // A signaled request posted, tracked only when need be; kNoneUntracked when there is none
+  // (never a wr_id: the channel's count up from 1, a shared receive queue's leave the tag clear).
+  std::uint64_t untracked_ = kNoneUntracked;
+  SendOpcode untracked_opcode_{};     // its opcode
   std::uint32_t unsignaled_run_ = 0;  // unsignaled requests posted since the last signaled one
   bool send_failed_ = false;          // a send-queue request failed: the QP is in error
   std::uint32_t in_flight_receive_ = 0;
@@ -553,7 +593,14 @@ inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpco
 [[gnu::always_inline]] inline std::size_t ChannelCore::poll_once(std::uint64_t awaited,
                                                                  const WorkCompletion** handoff) {
   const auto polled = cq_.poll(batch_);
-  for (const auto& completion : polled) accept(completion, awaited, handoff);
+  for (const auto& completion : polled) {
+    if (completion.wr_id() == untracked_) [[unlikely]] {
+      accept_untracked(completion, awaited, handoff);
+    } else {
+      accept(completion, awaited, handoff);
+    }
+  }
+  track_untracked();  // its completion was not in this batch: tracked from now on
   return polled.size();
 }
 
@@ -595,6 +642,11 @@ inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpco
 
 [[gnu::always_inline]] inline const WorkCompletion* ChannelCore::try_take(std::uint64_t wr_id,
                                                                           bool& tracked) {
+  if (wr_id == untracked_) {  // posted last, not polled since: the blocking calls' first look
+    const WorkCompletion* handed = take_first(wr_id);
+    tracked = handed == nullptr;  // take_first() tracks it when it misses
+    return handed;
+  }
   Slot* slot = find(wr_id);
   tracked = slot != nullptr && !slot->orphaned;
   if (!tracked) [[unlikely]]

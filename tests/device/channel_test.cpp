@@ -262,6 +262,45 @@ TEST_F(ChannelUnpolled, PollUntilComplete) {
   EXPECT_EQ(received.wait().byte_length(), 4096U);
 }
 
+// A signaled request is tracked only when something else posts or polls before its own first
+// look (ChannelCore::post_send). Here another call polls first (a blocking receive, then the
+// wait of an earlier write): the completion, good or failed, arrives in that poll and waits
+// for its handle.
+TEST_F(ChannelUnpolled, ACompletionAnotherCallPollsFirstWaitsForItsHandle) {
+  fill_pattern(a_bytes(0, 64), 8);
+  PendingWork write = a->post_write(gather_a(0, 64), remote_b(0, 64));
+  PendingWork sent = b->post_send(gather_b(128, 8));           // into the receive a posts below
+  EXPECT_EQ(a->receive(scatter_a(128, 8)).byte_length(), 8U);  // polls a's queue first
+  EXPECT_EQ(write.wait().opcode(), WorkOpcode::rdma_write);
+  EXPECT_EQ(sent.wait().opcode(), WorkOpcode::send);
+  EXPECT_TRUE(same_bytes(a_bytes(0, 64), b_bytes(0, 64)));
+
+  // A failed one: the earlier write's wait polls first and brings the failure in with it.
+  PendingWork good = a->post_write(gather_a(0, 64), remote_b(64, 64));
+  PendingWork bad = a->post_write(gather_a(0, 64), wrong_rkey_b(0, 64));  // tracks `good`
+  EXPECT_EQ(good.wait().opcode(), WorkOpcode::rdma_write);
+  try {
+    (void)bad.wait();
+    ADD_FAILURE() << "the failed write reported success";
+  } catch (const WorkError& error) {
+    EXPECT_EQ(error.status(), WorkStatus::remote_access_error);
+    EXPECT_EQ(error.completion().wr_id(), bad.wr_id());
+  }
+}
+
+// The same in a scope: a later post tracks the earlier request, the scope's drain polls for its
+// first request and finds the last one's completion on the way.
+TEST_F(ChannelScoped, RequestsPostedInARowAreEachWaitedFor) {
+  fill_pattern(a_bytes(0, 4096), 9);
+  a->scope([&](ChannelScope& s) {
+    for (std::size_t i = 0; i < 4; ++i) {
+      s.post_write(gather_a(i * 1024, 1024), remote_b(i * 1024, 1024));
+    }
+    EXPECT_EQ(s.size(), 4U);
+  });
+  EXPECT_TRUE(same_bytes(a_bytes(0, 4096), b_bytes(0, 4096)));
+}
+
 TEST_F(ChannelUnpolled, EveryOperationWithWaitAndWaitFor) {
   fill_pattern(a_bytes(0, 8000), 8);
   fill_pattern(b_bytes(20000, 2000), 9);
