@@ -144,7 +144,7 @@ void ScopeWork::drain(DrainResult& result, bool note_unpolled) {
 
 [[gnu::always_inline]] inline bool ScopeWork::drain_quickly() {
   bool all = true;
-  for_each([&](Kept& kept) __attribute__((always_inline)) {
+  for_each([&](Kept & kept) __attribute__((always_inline)) {
     if (all && !kept.work.is_complete()) all = settled_quickly(kept.work);
   });
   return all;
