@@ -3,8 +3,9 @@
 # measured at and the command that made them. Sourced by the bench/ scripts.
 
 # bench_commit ROOT: `git rev-parse --short HEAD` of the tree at ROOT, with "-dirty" when it has
-# uncommitted changes; IBV_BENCH_COMMIT when set (a script that re-runs itself in the testbed
-# passes it in: the guest may not see a worktree's git directory); else "unknown".
+# uncommitted changes outside bench/results/ (the figures of an earlier run, which a benchmark
+# does not read); IBV_BENCH_COMMIT when set (a script that re-runs itself in the testbed passes
+# it in: the guest may not see a worktree's git directory); else "unknown".
 bench_commit() {
   local root=$1 commit
   if [[ -n ${IBV_BENCH_COMMIT:-} ]]; then
@@ -15,7 +16,8 @@ bench_commit() {
     echo unknown
     return
   }
-  if [[ -n $(git -c safe.directory='*' -C "$root" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
+  if [[ -n $(git -c safe.directory='*' -C "$root" status --porcelain --untracked-files=no \
+    -- . ':(exclude)bench/results' 2>/dev/null) ]]; then
     commit+=-dirty
   fi
   echo "$commit"
