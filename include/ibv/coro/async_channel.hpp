@@ -34,8 +34,7 @@ namespace detail {
 /// names the call in errors. `looked`: `post()` has looked for the completion once already
 /// (CoroutinePost), so co_await does not poll again before the task suspends.
 template <typename Post>
-AsyncWork await_post(const Channel::Timeout& timeout, const char* name, Post&& post,
-                     bool looked = false) {
+AsyncWork await_post(const Channel::Timeout& timeout, const char* name, Post&& post, bool looked) {
   if (timeout && timeout->count() <= 0) [[unlikely]]
     throw_bad_async_timeout(*timeout, name);
   return AsyncWork(PostInPlace{}, std::forward<Post>(post), timeout, name, looked);
@@ -55,13 +54,23 @@ struct CoroutinePost {
   }
 };
 
+/// The AsyncWork of `operation` posted as a coroutine call posts it (CoroutinePost) on the
+/// Channel that `channel()` returns once `timeout` has passed its check (a MultiChannel's
+/// named calls check their peer there).
+template <op::Operation Operation, typename GetChannel>
+AsyncWork await_operation(const Channel::Timeout& timeout, const char* name, GetChannel&& channel,
+                          const Operation& operation) {
+  return await_post(
+      timeout, name, [&] { return CoroutinePost::post(channel(), operation); },
+      op::SendOperation<Operation>);
+}
+
 /// async() under the name `operation` (a string literal) in errors.
 template <op::Operation Operation>
 AsyncWork async_post(Channel& channel, const Operation& operation, Channel::Timeout timeout,
                      const char* name) {
-  return await_post(
-      timeout, name, [&] { return CoroutinePost::post(channel, operation); },
-      op::SendOperation<Operation>);
+  return await_operation(
+      timeout, name, [&]() -> Channel& { return channel; }, operation);
 }
 }  // namespace detail
 
