@@ -143,10 +143,12 @@ class ChannelCore : public CoreCount {
     const std::size_t part = list_part(Queue::send);  // as post_in_parts() cuts the list
     std::size_t part_end = std::min(part, requests.size());
     std::uint32_t run = unsignaled_run_;
+    std::uint64_t inline_count = 0;
     for (std::size_t i = 0; i < requests.size(); ++i) {
       SendRequest& request = requests[i];
       request.native().wr_id = next_wr_id_ + i;
       apply_inline(request, options.inline_data, max_inline_data_);
+      inline_count += request.is_inline() ? 1U : 0U;
       const bool ends_part = i + 1 == part_end;
       if (ends_part) part_end = std::min(part_end + part, requests.size());
       const bool signaled = options.signaled ? ends_part : must_signal(run);
@@ -155,23 +157,33 @@ class ChannelCore : public CoreCount {
     }
     const CheckedList<SendRequest> checked = qp_.checked(requests);  // bad input throws here
     next_wr_id_ += requests.size();
-    post_in_parts(checked, Queue::send, "ibv_post_send",
-                  [&](std::span<SendRequest> taken, bool whole) {
-                    for (const SendRequest& request : taken) {
-                      if (request.is_inline()) ++inline_posts_;
-                    }
-                    if (options.signaled && whole) [[likely]] {
-                      const SendRequest& last = taken.back();
-                      const auto folded = static_cast<std::uint32_t>(taken.size() - 1);
-                      track_send(last.wr_id(), true, last.opcode(), false, folded);
-                      posted(last.wr_id(), folded);
-                      return;
-                    }
-                    for (const SendRequest& request : taken) {
-                      track_send(request.wr_id(), request.is_signaled(), request.opcode(), false);
-                      posted(request.wr_id(), std::uint32_t{0});
-                    }
-                  });
+    std::size_t taken_end = 0;  // the device has taken requests[0, taken_end)
+    try {
+      post_in_parts(checked, Queue::send, "ibv_post_send",
+                    [&](std::span<SendRequest> taken, bool whole) {
+                      taken_end += taken.size();
+                      if (options.signaled && whole) [[likely]] {
+                        const SendRequest& last = taken.back();
+                        const auto folded = static_cast<std::uint32_t>(taken.size() - 1);
+                        track_send(last.wr_id(), true, last.opcode(), false, folded);
+                        posted(last.wr_id(), folded);
+                        return;
+                      }
+                      for (const SendRequest& request : taken) {
+                        track_send(request.wr_id(), request.is_signaled(), request.opcode(), false);
+                        posted(request.wr_id(), std::uint32_t{0});
+                      }
+                    });
+    } catch (...) {
+      // Cut short (a post failed, or there was no room in time): count what was posted.
+      inline_count = 0;
+      for (const SendRequest& request : requests.first(taken_end)) {
+        inline_count += request.is_inline() ? 1U : 0U;
+      }
+      inline_posts_ += inline_count;
+      throw;
+    }
+    inline_posts_ += inline_count;
   }
   /// Posts a receive into each of `into` (receives into[i]) as linked lists, one doorbell for
   /// as many as the receive queue has room for; checked, tracked and reported to `posted` as

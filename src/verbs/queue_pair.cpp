@@ -88,14 +88,16 @@ ListPosted post_linked(std::span<Request> requests, ibv_qp* qp,
   requests.back().native().next = nullptr;
   Native* bad = nullptr;
   const int rc = post(qp, &requests.front().native(), &bad);
-  ListPosted result{requests.size(), rc};
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (rc != 0 && &requests[i].native() == bad) result.posted = std::min(result.posted, i);
-    requests[i].native().next = nullptr;
+  for (Request& request : requests) request.native().next = nullptr;
+  if (rc == 0) [[likely]]
+    return {requests.size(), 0};
+  // The device took the requests before the one it names; a failure that names none: none is
+  // known to be posted.
+  std::size_t posted = 0;
+  if (bad != nullptr) {
+    while (posted < requests.size() && &requests[posted].native() != bad) ++posted;
   }
-  // A failure that names no request: none is known to be posted.
-  if (rc != 0 && bad == nullptr) result.posted = 0;
-  return result;
+  return {posted, rc};
 }
 
 /// Throws the Error of a list post that the device cut short.
@@ -385,6 +387,7 @@ PreparedQueuePair QueuePairBuilder::build() const {
                                                                     resolved.gid,
                                                                     resolved.device_atomics,
                                                                     0,
+                                                                    {},
                                                                     srq_,
                                                                     {}});
   const auto& s = core->settings;
@@ -427,6 +430,9 @@ PreparedQueuePair QueuePairBuilder::build() const {
   // What the device granted: providers write it back into cap (those that do not leave what
   // was asked, which they granted).
   core->max_inline_data = init.cap.max_inline_data;
+  core->send_length_limit = {
+      core->port.max_message_size,
+      std::min<std::uint64_t>(core->port.max_message_size, core->max_inline_data)};
   if (s.max_inline_data && init.cap.max_inline_data < asked_inline) {
     throw_invalid_argument(
         "QueuePairBuilder::build", "max_inline_data " + std::to_string(asked_inline),

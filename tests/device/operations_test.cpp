@@ -246,6 +246,44 @@ TEST_F(Operations, UnsignaledRequestsCompleteSilentlyAndInOrder) {
   EXPECT_TRUE(cq_a.poll(none).empty());
 }
 
+// QueuePair::post of a checked list longer than the send queue: the device takes what fits and
+// names the first it refused; ListPosted says how many it took, every request is unlinked
+// again, and exactly those land and complete.
+TEST_F(Operations, CheckedListCutShortByTheDeviceSaysHowManyItTook) {
+  QueuePairSettings settings;
+  settings.max_send_wr = QueueDepth(8);
+  connect(settings);
+  constexpr std::size_t kCount = 64;
+  constexpr std::size_t kPiece = 64;
+  fill_pattern(a_bytes().first(kCount * kPiece), 12);
+  std::vector<GatherElement> pieces(kCount);
+  std::vector<SendRequest> requests(kCount, SendRequest::send(0, {}));
+  for (std::size_t i = 0; i < kCount; ++i) {
+    pieces[i] = mr_a.gather(std::span<const std::byte>(a_bytes().subspan(i * kPiece, kPiece)));
+    requests[i] = SendRequest::write(i, std::span(&pieces[i], 1),
+                                     mr_b.remote().sub_region(i * kPiece, kPiece));
+  }
+  const ListPosted result = a->post(a->checked(std::span(requests)));
+  ASSERT_NE(result.error, 0) << "the device took all " << kCount << " into a send queue of "
+                             << a->settings().max_send_wr.value();
+  ASSERT_GT(result.posted, 0U);
+  ASSERT_LT(result.posted, kCount);
+  for (const auto& request : requests) EXPECT_EQ(request.native().next, nullptr);
+  const auto completions = poll_completions(cq_a, result.posted);
+  ASSERT_EQ(completions.size(), result.posted);
+  for (std::size_t i = 0; i < result.posted; ++i) {
+    EXPECT_TRUE(completions[i].ok()) << completions[i].to_string();
+    EXPECT_EQ(completions[i].wr_id(), i);
+  }
+  std::array<WorkCompletion, 4> none{};
+  EXPECT_TRUE(cq_a.poll(none).empty());
+  const std::size_t landed = result.posted * kPiece;
+  EXPECT_TRUE(same(a_bytes().first(landed), b_bytes().first(landed)));
+  EXPECT_TRUE(std::all_of(b_bytes().begin() + static_cast<std::ptrdiff_t>(landed),
+                          b_bytes().begin() + static_cast<std::ptrdiff_t>(kCount * kPiece),
+                          [](std::byte x) { return x == std::byte{0}; }));
+}
+
 TEST_F(Operations, CompletionsArePolledInBatches) {
   constexpr std::size_t kCount = 40;
   fill_pattern(a_bytes().first(kCount * 256), 10);

@@ -3,6 +3,7 @@
 // handshake(remote) drives INIT -> RTR -> RTS and gives a connected QueuePair.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -180,8 +181,11 @@ struct QueuePairCore {
   PortAttributes port;
   std::uint32_t gid_index = 0;
   Gid gid;
-  bool device_atomics = false;                     // the device's atomic_cap is not NONE
-  std::uint32_t max_inline_data = 0;               // what the device granted
+  bool device_atomics = false;        // the device's atomic_cap is not NONE
+  std::uint32_t max_inline_data = 0;  // what the device granted
+  // The most bytes a send-queue request may move: [0] the port's max message size, [1] with
+  // inline data, the smaller of that and max_inline_data (QueuePair::passes_check's compare).
+  std::array<std::uint64_t, 2> send_length_limit{};
   std::optional<SharedReceiveQueue> srq;           // where receives come from, if shared
   std::unique_ptr<ibv_qp, QueuePairDestroyer> qp;  // declared last: destroyed first
 };
@@ -228,6 +232,27 @@ namespace detail {
 [[noreturn, gnu::cold]] void throw_post_failure(std::string_view verb, std::uint32_t qp_number,
                                                 int errno_value,
                                                 std::optional<std::uint64_t> rejected);
+}  // namespace detail
+
+namespace detail {
+/// Bit 2 * opcode + inline_data: whether QueuePair::passes_check() takes a request of that
+/// opcode, with inline data (1) or not (0), by its length compares alone. Not atomics (their
+/// checks are check()'s); inline data only for the opcodes that may_be_inline().
+inline constexpr std::uint32_t kPlainSendMask = [] {
+  std::uint32_t mask = 0;
+  for (unsigned code = 0; code <= static_cast<unsigned>(SendOpcode::atomic_compare_and_swap);
+       ++code) {
+    const auto opcode = static_cast<SendOpcode>(code);
+    if (is_atomic(opcode)) continue;
+    mask |= 1U << (2 * code);
+    if (may_be_inline(opcode)) mask |= 1U << (2 * code + 1);
+  }
+  return mask;
+}();
+/// Whether `opcode` with `inline_data` (0 or 1) is plain: see kPlainSendMask.
+[[nodiscard]] constexpr bool is_plain_send(SendOpcode opcode, unsigned inline_data) noexcept {
+  return ((kPlainSendMask >> (2U * static_cast<unsigned>(opcode) + inline_data)) & 1U) != 0;
+}
 }  // namespace detail
 
 /// A request that QueuePair::checked() has passed for that queue pair: QueuePair::post() posts
@@ -414,11 +439,10 @@ class QueuePair {
   [[nodiscard]] bool passes_check(const SendRequest& request) const noexcept {
     const detail::QueuePairCore& core = *core_;
     const std::uint64_t length = request.byte_length();
+    const unsigned inline_data = request.is_inline() ? 1U : 0U;
     return request.element_count() <= core.settings.max_send_sge.value() &&
-           length <= core.port.max_message_size && !is_atomic(request.opcode()) &&
-           (!request.is_inline() ||
-            (may_be_inline(request.opcode()) && length <= core.max_inline_data)) &&
-           (!request.remote() || length <= request.remote()->length()) &&
+           detail::is_plain_send(request.opcode(), inline_data) &&
+           length <= core.send_length_limit[inline_data] && length <= request.remote_limit() &&
            core.pd.local_keys().all_known(request.native().sg_list, request.element_count());
   }
   /// The checks post_receive() makes, without posting: more elements than max_recv_sge, more

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -153,6 +154,9 @@ class SendRequest {
   [[nodiscard]] std::uint64_t byte_length() const noexcept { return length_; }
   /// The remote region of a write, read or atomic.
   [[nodiscard]] const std::optional<RemoteMemoryRegion>& remote() const noexcept { return remote_; }
+  /// The most bytes the request may move by its remote region: the region's length, or the
+  /// largest value when it has none (a send). One compare in the post path's checks.
+  [[nodiscard]] std::uint64_t remote_limit() const noexcept { return remote_limit_; }
 
   /// The verbs request; its `next` is set by QueuePair::post_send when posting a batch. The
   /// parts of its unions that this opcode and an RC queue pair do not use are not set.
@@ -173,6 +177,7 @@ class SendRequest {
   ibv_send_wr wr_;  // NOLINT(cppcoreguidelines-pro-type-member-init)
   SendOpcode opcode_;
   std::uint64_t length_ = 0;
+  std::uint64_t remote_limit_ = std::numeric_limits<std::uint64_t>::max();  // remote_->length()
   std::optional<RemoteMemoryRegion> remote_;
 };
 
@@ -301,12 +306,14 @@ inline void SendRequest::set_atomic(const RemoteMemoryRegion& target, std::uint6
   wr_.wr.atomic.rkey = target.rkey();
   wr_.wr.atomic.compare_add = compare_add;
   wr_.wr.atomic.swap = swap;
+  remote_limit_ = target.length();
   remote_ = target;
 }
 
 inline void SendRequest::set_remote(const RemoteMemoryRegion& remote) noexcept {
   wr_.wr.rdma.remote_addr = remote.address();
   wr_.wr.rdma.rkey = remote.rkey();
+  remote_limit_ = remote.length();
   remote_ = remote;
 }
 
