@@ -20,8 +20,8 @@
 //   verbs           not the Channel but the verbs layer under it, on a loopback queue pair of
 //                   its own with the same settings: QueuePair::post_send of op.request(wr_id)
 //                   (and post_receive), then CompletionQueue::poll until the completions
-//                   arrive; inline when the queue pair grants 8 bytes of inline data, as the
-//                   Channel's default InlinePolicy::automatic does
+//                   arrive (into a buffer kept across requests); inline when the queue pair grants
+//                   8 bytes of inline data, as the Channel's default InlinePolicy::automatic does
 //   blocking        channel.execute(op)
 //   unpolled_wait   channel.post(op).wait()
 //   unpolled_poll   w = channel.post(op); while (!w.poll()) {}
@@ -85,6 +85,9 @@ struct Loop {
   const ibv::QueuePair& qp;  // the verbs style's own queue pair and completion queue
   const ibv::CompletionQueue& cq;
   std::uint64_t& next_wr_id;
+  // The verbs style's poll buffer, kept across requests as the Channel keeps its own (and as
+  // raw_loop.c's uninitialised ibv_wc array costs nothing to declare).
+  std::span<ibv::WorkCompletion> completions;
   // The verbs style posts inline, as the Channel's automatic policy does.
   bool verbs_inline = false;
   ibv::op::Write write;
@@ -112,11 +115,12 @@ const auto& operation(const Loop& loop) {
 
 // The verbs style's wait: poll until `expected` completions have arrived, all successful.
 // Inlined into the loop, as raw_loop.c's wait_for is.
-[[gnu::always_inline]] inline void poll_for(const ibv::CompletionQueue& cq, std::size_t expected) {
-  std::array<ibv::WorkCompletion, 2> completions{};
+[[gnu::always_inline]] inline void poll_for(const ibv::CompletionQueue& cq,
+                                            std::span<ibv::WorkCompletion> completions,
+                                            std::size_t expected) {
   std::uint64_t spins = 0;
   while (expected > 0) {
-    const auto done = cq.poll(std::span(completions).first(expected));
+    const auto done = cq.poll(completions.first(expected));
     for (const auto& completion : done) {
       if (!completion.ok()) throw ibv::WorkError(completion);
     }
@@ -152,7 +156,7 @@ template <Op op>
     if (loop.verbs_inline) request.inline_data();
   }
   loop.qp.post_send(request);
-  poll_for(loop.cq, op == Op::send ? 2 : 1);
+  poll_for(loop.cq, loop.completions, op == Op::send ? 2 : 1);
 }
 
 // N copies of `value` in an array.
@@ -383,6 +387,7 @@ int main(int argc, char** argv) try {
   const ibv::Endpoint qp_self = prepared_qp.endpoint();
   const ibv::QueuePair qp = std::move(prepared_qp).handshake(qp_self);
   std::uint64_t next_wr_id = 1;
+  std::array<ibv::WorkCompletion, 2> completions{};
 
   std::vector<std::byte> buffer(kBufferSize);
   const ibv::MemoryRegion mr = pd.register_remote_accessible(buffer, ibv::RemoteAccess::all());
@@ -400,6 +405,7 @@ int main(int argc, char** argv) try {
                   .qp = qp,
                   .cq = cq,
                   .next_wr_id = next_wr_id,
+                  .completions = completions,
                   .verbs_inline = qp.max_inline_data() >= kMessageSize,
                   .write = {.data = from, .destination = half},
                   .send = {.data = from},
