@@ -46,7 +46,8 @@ bool PendingWork::refresh() {
   return completion_.has_value();
 }
 
-std::optional<WorkCompletion> PendingWork::poll() {
+// Flattened: refresh() in line, one frame per poll of a spinning caller.
+[[gnu::flatten]] std::optional<WorkCompletion> PendingWork::poll() {
   refresh();
   return completion_;
 }
@@ -66,11 +67,16 @@ WorkCompletion PendingWork::wait() {
   if (!completion_ && core_) [[likely]] {
     if (const WorkCompletion* taken = core_->take(wr_id_)) {
       completion_ = *taken;
-      if (!taken->ok()) [[unlikely]]
-        throw WorkError(*taken, "PendingWork::wait");
-      return *taken;
+      if (taken->ok()) [[likely]]
+        return *taken;
     }
   }
+  return wait_rest();
+}
+
+// Out of line, so that wait()'s first look stays a small frame.
+[[gnu::noinline]] WorkCompletion PendingWork::wait_rest() {
+  if (completion_ && !completion_->ok()) throw WorkError(*completion_, "PendingWork::wait");
   if (!core_ && !completion_) {
     throw Error(ErrorKind::state, "PendingWork::wait", EINVAL, "the handle was moved from");
   }

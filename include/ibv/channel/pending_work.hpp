@@ -88,6 +88,8 @@ class [[nodiscard]] PendingWork {
   /// Lets go of the channel (and of its ownership, if this handle shares it).
   void forget_core() noexcept { core_.reset(); }
   void settle() noexcept;
+  /// wait() past its first look: a failure, a moved-from handle, or the wait itself.
+  WorkCompletion wait_rest();
   /// Takes the completion in if it has arrived (one poll, as poll()); whether the handle has it
   /// now. poll() without the copy.
   bool refresh();
