@@ -20,13 +20,8 @@ enum class AtomicProblem : std::uint8_t {
   target_without_atomic_access,  ///< the target is known to lack remote atomic access
 };
 
-/// The first problem of `request` (an atomic, with its remote target set) on a queue pair with
-/// these properties, or none. Compares only.
-[[nodiscard]] inline AtomicProblem atomic_problem(const SendRequest& request, bool device_atomics,
-                                                  std::uint32_t max_rd_atomic,
-                                                  std::uint32_t max_dest_rd_atomic) noexcept {
-  if (!device_atomics) return AtomicProblem::device_without_atomics;
-  if (max_rd_atomic == 0 || max_dest_rd_atomic == 0) return AtomicProblem::no_read_atomic_depth;
+/// The first problem of the atomic `request` itself (its result buffer and target), or none.
+[[nodiscard]] inline AtomicProblem atomic_request_problem(const SendRequest& request) noexcept {
   if (request.element_count() != 1 || request.byte_length() != kAtomicWordSize) {
     return AtomicProblem::result_not_one_word;
   }
@@ -38,6 +33,28 @@ enum class AtomicProblem : std::uint8_t {
     return AtomicProblem::target_without_atomic_access;
   }
   return AtomicProblem::none;
+}
+
+/// What a queue pair with these properties lacks for atomics (device_without_atomics,
+/// no_read_atomic_depth), or none. The same for every request: a QueuePair asks it once.
+[[nodiscard]] constexpr AtomicProblem atomic_queue_pair_problem(
+    bool device_atomics, std::uint32_t max_rd_atomic, std::uint32_t max_dest_rd_atomic) noexcept {
+  if (!device_atomics) return AtomicProblem::device_without_atomics;
+  if (max_rd_atomic == 0 || max_dest_rd_atomic == 0) return AtomicProblem::no_read_atomic_depth;
+  return AtomicProblem::none;
+}
+
+/// The first problem of `request` (an atomic, with its remote target set) on a queue pair with
+/// these properties, or none. Compares only.
+[[nodiscard]] inline AtomicProblem atomic_problem(const SendRequest& request, bool device_atomics,
+                                                  std::uint32_t max_rd_atomic,
+                                                  std::uint32_t max_dest_rd_atomic) noexcept {
+  if (const auto problem =
+          atomic_queue_pair_problem(device_atomics, max_rd_atomic, max_dest_rd_atomic);
+      problem != AtomicProblem::none) {
+    return problem;
+  }
+  return atomic_request_problem(request);
 }
 
 }  // namespace ibv::detail

@@ -388,6 +388,7 @@ PreparedQueuePair QueuePairBuilder::build() const {
                                                                     resolved.device_atomics,
                                                                     0,
                                                                     {},
+                                                                    false,
                                                                     srq_,
                                                                     {}});
   const auto& s = core->settings;
@@ -544,7 +545,16 @@ QueuePair PreparedQueuePair::handshake(const Endpoint& remote) && {
 // QueuePair
 
 QueuePair::QueuePair(std::unique_ptr<detail::QueuePairCore> core, const Endpoint& remote) noexcept
-    : core_(std::move(core)), remote_(remote) {}
+    : core_(std::move(core)), remote_(remote) {
+  // Its settings are final now (a connection manager sets the read/atomic depths it chose).
+  const auto& s = core_->settings;
+  core_->atomics_ready = detail::atomic_queue_pair_problem(
+                             core_->device_atomics, s.max_rd_atomic ? s.max_rd_atomic->value() : 0U,
+                             s.max_dest_rd_atomic ? s.max_dest_rd_atomic->value() : 0U) ==
+                             detail::AtomicProblem::none &&
+                         s.max_send_sge.value() >= 1 &&
+                         core_->port.max_message_size >= kAtomicWordSize;
+}
 
 Endpoint QueuePair::local_endpoint() const { return endpoint_of(*core_); }
 
@@ -560,14 +570,11 @@ std::string QueuePair::query_state() const {
 namespace {
 /// Whether the atomic `request` passes every check of QueuePair::check, by comparisons only:
 /// the post path's passes_check() leaves atomics to check(), whose common case this is.
+/// atomics_ready stands for the queue pair's part: its atomic depths, and the SGE and message
+/// size limits, which the one 8-byte element atomic_request_problem() insists on then meets.
 bool atomic_passes(const detail::QueuePairCore& core, const SendRequest& request) noexcept {
-  const auto& s = core.settings;
-  return request.element_count() <= s.max_send_sge.value() &&
-         request.byte_length() <= core.port.max_message_size && !request.is_inline() &&
-         detail::atomic_problem(request, core.device_atomics,
-                                s.max_rd_atomic ? s.max_rd_atomic->value() : 0U,
-                                s.max_dest_rd_atomic ? s.max_dest_rd_atomic->value() : 0U) ==
-             detail::AtomicProblem::none &&
+  return core.atomics_ready && !request.is_inline() &&
+         detail::atomic_request_problem(request) == detail::AtomicProblem::none &&
          core.pd.local_keys().all_known(request.native().sg_list, request.element_count());
 }
 

@@ -186,6 +186,10 @@ struct QueuePairCore {
   // The most bytes a send-queue request may move: [0] the port's max message size, [1] with
   // inline data, the smaller of that and max_inline_data (QueuePair::passes_check's compare).
   std::array<std::uint64_t, 2> send_length_limit{};
+  // Set by QueuePair once connected: the queue pair can take atomics (the device has them, and
+  // max_rd_atomic and max_dest_rd_atomic are at least 1), and the SGE and message size limits
+  // admit an atomic's one 8-byte element. An atomic request's own checks remain.
+  bool atomics_ready = false;
   std::optional<SharedReceiveQueue> srq;           // where receives come from, if shared
   std::unique_ptr<ibv_qp, QueuePairDestroyer> qp;  // declared last: destroyed first
 };
