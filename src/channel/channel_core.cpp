@@ -182,21 +182,6 @@ void ChannelCore::spill(Slot& slot, std::uint64_t wr_id) {
   slot.state = State::free;
 }
 
-std::uint64_t ChannelCore::post_receive(std::span<const ScatterElement> into) {
-  if (cancelled()) [[unlikely]]
-    throw_cancelled();
-  if (shared_) [[unlikely]]
-    throw_receive_on_shared();
-  const std::uint64_t id = next_wr_id_++;
-  ReceiveRequest request(id, into);
-  const Checked<ReceiveRequest> checked = qp_.checked(request);  // bad input throws first
-  wait_for_room(Queue::receive);
-  qp_.post(checked);
-  occupy(id, State::receive, true, false);
-  ++in_flight_receive_;
-  return id;
-}
-
 void ChannelCore::throw_receive_on_shared() const {
   throw Error(ErrorKind::state, "Channel::post_receive", EINVAL,
               "this channel (QP " + std::to_string(qp_.qp_number()) +
