@@ -158,18 +158,19 @@ class ChannelCore : public CoreCount {
     std::size_t part_end = std::min(part, requests.size());
     std::uint32_t run = unsignaled_run_;
     std::uint64_t inline_count = 0;
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      SendRequest& request = requests[i];
-      request.native().wr_id = next_wr_id_ + i;
-      apply_inline(request, options.inline_data, max_inline_data_);
-      inline_count += request.is_inline() ? 1U : 0U;
-      const bool ends_part = i + 1 == part_end;
-      if (ends_part) part_end = std::min(part_end + part, requests.size());
-      const bool signaled = options.signaled ? ends_part : must_signal(run);
-      if (!signaled) request.unsignaled();
-      run = signaled ? 0 : run + 1;
-    }
-    const CheckedList<SendRequest> checked = qp_.checked(requests);  // bad input throws here
+    // Each request's wr_id, inline data and signaling, then its checks (bad input throws
+    // here, before anything is posted), in one pass.
+    const CheckedList<SendRequest> checked =
+        qp_.checked(requests, [&](SendRequest& request, std::size_t i) {
+          request.native().wr_id = next_wr_id_ + i;
+          apply_inline(request, options.inline_data, max_inline_data_);
+          inline_count += request.is_inline() ? 1U : 0U;
+          const bool ends_part = i + 1 == part_end;
+          if (ends_part) part_end = std::min(part_end + part, requests.size());
+          const bool signaled = options.signaled ? ends_part : must_signal(run);
+          if (!signaled) request.unsignaled();
+          run = signaled ? 0 : run + 1;
+        });
     next_wr_id_ += requests.size();
     std::size_t taken_end = 0;  // the device has taken requests[0, taken_end)
     try {

@@ -284,6 +284,40 @@ TEST_F(Operations, CheckedListCutShortByTheDeviceSaysHowManyItTook) {
                           [](std::byte x) { return x == std::byte{0}; }));
 }
 
+// QueuePair::checked(requests, prepare): each request is prepared, then checked, in order; a
+// bad one throws before anything is posted, and the requests after it are not prepared.
+TEST_F(Operations, CheckedListPreparesEachRequestBeforeItsChecks) {
+  fill_pattern(a_bytes().first(300), 13);
+  std::array<GatherElement, 3> pieces{};
+  std::vector<SendRequest> requests;
+  for (std::size_t i = 0; i < 3; ++i) {
+    pieces[i] = mr_a.gather(std::span<const std::byte>(a_bytes().subspan(i * 100, 100)));
+    requests.push_back(
+        SendRequest::write(0, std::span(&pieces[i], 1), mr_b.remote().sub_region(i * 100, 100)));
+  }
+  std::vector<std::size_t> prepared;
+  const auto number = [&](SendRequest& request, std::size_t i) {
+    request.native().wr_id = 50 + i;
+    prepared.push_back(i);
+  };
+  const ListPosted result = a->post(a->checked(std::span(requests), number));
+  EXPECT_EQ(result.posted, 3U);
+  EXPECT_EQ(result.error, 0);
+  EXPECT_EQ(prepared, (std::vector<std::size_t>{0, 1, 2}));
+  const auto completions = poll_completions(cq_a, 3);
+  ASSERT_EQ(completions.size(), 3U);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(completions[i].wr_id(), 50 + i);
+  EXPECT_TRUE(same(a_bytes().first(300), b_bytes().first(300)));
+
+  // The second one moves 100 bytes into a region of 99.
+  requests[1] = SendRequest::write(0, std::span(&pieces[1], 1), mr_b.remote().sub_region(0, 99));
+  prepared.clear();
+  EXPECT_THROW((void)a->checked(std::span(requests), number), Error);
+  EXPECT_EQ(prepared, (std::vector<std::size_t>{0, 1}));
+  std::array<WorkCompletion, 4> none{};
+  EXPECT_TRUE(cq_a.poll(none).empty());
+}
+
 TEST_F(Operations, CompletionsArePolledInBatches) {
   constexpr std::size_t kCount = 40;
   fill_pattern(a_bytes().first(kCount * 256), 10);

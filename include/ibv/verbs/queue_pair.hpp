@@ -337,6 +337,19 @@ class QueuePair {
     }
     return CheckedList<SendRequest>(requests);
   }
+  /// checked(requests), with `prepare(request, index)` called on each request just before its
+  /// checks, in one pass: for a caller that fills in each request's wr_id and flags first.
+  template <typename Prepare>
+  [[nodiscard]] CheckedList<SendRequest> checked(std::span<SendRequest> requests,
+                                                 Prepare&& prepare) const {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      SendRequest& request = requests[i];
+      prepare(request, i);
+      if (!passes_check(request)) [[unlikely]]
+        check(request);
+    }
+    return CheckedList<SendRequest>(requests);
+  }
   /// The checks of post_receive() on every receive, then all of them as checked, for post().
   [[nodiscard]] CheckedList<ReceiveRequest> checked(std::span<ReceiveRequest> requests) const {
     for (const auto& request : requests) check(request);
