@@ -12,6 +12,7 @@
 
 #include "channel/channel_core.hpp"
 #include "ibv/channel/post_options.hpp"
+#include "ibv/verbs/queue_pair.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/work_request.hpp"
 #include "verbs/atomic_check.hpp"
@@ -135,6 +136,36 @@ TEST(AtomicProblem, TargetKnownWithoutAtomicAccess) {
   EXPECT_EQ(
       problem_of(ibv::SendRequest::fetch_add(1, kResult, no_atomic.element<std::uint64_t>(3), 1)),
       AtomicProblem::target_without_atomic_access);
+}
+
+// The queue pair's fast check: which opcodes it takes by length compares alone, with and
+// without inline data (the rest go to the full check).
+TEST(PlainSend, SendsAndWritesMayBeInlineReadsMayNotAtomicsNever) {
+  using ibv::SendOpcode;
+  using ibv::detail::is_plain_send;
+  for (const SendOpcode opcode : {SendOpcode::send, SendOpcode::send_with_immediate,
+                                  SendOpcode::rdma_write, SendOpcode::rdma_write_with_immediate}) {
+    EXPECT_TRUE(is_plain_send(opcode, 0));
+    EXPECT_TRUE(is_plain_send(opcode, 1));
+  }
+  EXPECT_TRUE(is_plain_send(SendOpcode::rdma_read, 0));
+  EXPECT_FALSE(is_plain_send(SendOpcode::rdma_read, 1));
+  for (const SendOpcode opcode :
+       {SendOpcode::atomic_fetch_and_add, SendOpcode::atomic_compare_and_swap}) {
+    EXPECT_FALSE(is_plain_send(opcode, 0));
+    EXPECT_FALSE(is_plain_send(opcode, 1));
+  }
+}
+
+// The queue pair's part of an atomic's checks, asked once per queue pair.
+TEST(AtomicProblem, QueuePairPartIsTheDeviceAndTheDepths) {
+  using ibv::detail::atomic_queue_pair_problem;
+  EXPECT_EQ(atomic_queue_pair_problem(true, 16, 16), AtomicProblem::none);
+  EXPECT_EQ(atomic_queue_pair_problem(false, 16, 16), AtomicProblem::device_without_atomics);
+  EXPECT_EQ(atomic_queue_pair_problem(true, 16, 0), AtomicProblem::no_read_atomic_depth);
+  EXPECT_EQ(ibv::detail::atomic_request_problem(
+                ibv::SendRequest::fetch_add(1, kResult, kTarget.sub_region(0, 4), 1)),
+            AtomicProblem::short_target);
 }
 
 // --- known rights of a remote region ----------------------------------------------------------

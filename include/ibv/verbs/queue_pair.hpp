@@ -236,9 +236,7 @@ namespace detail {
 [[noreturn, gnu::cold]] void throw_post_failure(std::string_view verb, std::uint32_t qp_number,
                                                 int errno_value,
                                                 std::optional<std::uint64_t> rejected);
-}  // namespace detail
 
-namespace detail {
 /// Bit 2 * opcode + inline_data: whether QueuePair::passes_check() takes a request of that
 /// opcode, with inline data (1) or not (0), by its length compares alone. Not atomics (their
 /// checks are check()'s); inline data only for the opcodes that may_be_inline().
@@ -253,6 +251,8 @@ inline constexpr std::uint32_t kPlainSendMask = [] {
   }
   return mask;
 }();
+static_assert(2 * static_cast<unsigned>(SendOpcode::atomic_compare_and_swap) + 1 < 32,
+              "kPlainSendMask has a bit for every opcode, with and without inline data");
 /// Whether `opcode` with `inline_data` (0 or 1) is plain: see kPlainSendMask.
 [[nodiscard]] constexpr bool is_plain_send(SendOpcode opcode, unsigned inline_data) noexcept {
   return ((kPlainSendMask >> (2U * static_cast<unsigned>(opcode) + inline_data)) & 1U) != 0;
