@@ -19,65 +19,58 @@ MultiChannel::Timeout or_default(const MultiChannel::Timeout& timeout,
   return timeout ? timeout : MultiChannel::Timeout(channels.timeouts().operation);
 }
 
+/// A named MultiChannel coroutine call (`name`): `operation` on `peer`'s channel, once `timeout`
+/// has passed its check and `peer` (and the peer of `region`, a PeerRemoteMemoryRegion, when
+/// given) has passed peer_channel()'s.
+template <typename Operation, typename... Region>
+AsyncWork await_on_peer(MultiChannel& channels, std::uint32_t peer,
+                        const MultiChannel::Timeout& timeout, const char* name,
+                        const Operation& operation, const Region&... region) {
+  return detail::await_operation(
+      or_default(timeout, channels), name,
+      [&]() -> Channel& { return detail::peer_channel(channels, peer, region..., name); },
+      operation);
+}
+
 }  // namespace
 
 AsyncWork async_send(MultiChannel& channels, std::uint32_t peer,
                      std::span<const GatherElement> data, MultiChannel::Timeout timeout) {
-  constexpr const char* kOperation = "ibv::async_send";
-  return detail::await_operation(
-      or_default(timeout, channels), kOperation,
-      [&]() -> Channel& { return detail::peer_channel(channels, peer, kOperation); },
-      op::Send{data});
+  return await_on_peer(channels, peer, timeout, "ibv::async_send", op::Send{data});
 }
 
 AsyncWork async_send_with_immediate(MultiChannel& channels, std::uint32_t peer,
                                     std::span<const GatherElement> data, std::uint32_t immediate,
                                     MultiChannel::Timeout timeout) {
-  constexpr const char* kOperation = "ibv::async_send_with_immediate";
-  return detail::await_operation(
-      or_default(timeout, channels), kOperation,
-      [&]() -> Channel& { return detail::peer_channel(channels, peer, kOperation); },
-      op::Send{data, immediate});
+  return await_on_peer(channels, peer, timeout, "ibv::async_send_with_immediate",
+                       op::Send{data, immediate});
 }
 
 AsyncWork async_receive(MultiChannel& channels, std::uint32_t peer,
                         std::span<const ScatterElement> into, MultiChannel::Timeout timeout) {
-  constexpr const char* kOperation = "ibv::async_receive";
-  return detail::await_operation(
-      or_default(timeout, channels), kOperation,
-      [&]() -> Channel& { return detail::peer_channel(channels, peer, kOperation); },
-      op::Receive{into});
+  return await_on_peer(channels, peer, timeout, "ibv::async_receive", op::Receive{into});
 }
 
 AsyncWork async_write(MultiChannel& channels, std::uint32_t peer,
                       std::span<const GatherElement> data,
                       const PeerRemoteMemoryRegion& destination, MultiChannel::Timeout timeout) {
-  constexpr const char* kOperation = "ibv::async_write";
-  return detail::await_operation(
-      or_default(timeout, channels), kOperation,
-      [&]() -> Channel& { return detail::peer_channel(channels, peer, destination, kOperation); },
-      op::Write{data, destination.region()});
+  return await_on_peer(channels, peer, timeout, "ibv::async_write",
+                       op::Write{data, destination.region()}, destination);
 }
 
 AsyncWork async_write_with_immediate(MultiChannel& channels, std::uint32_t peer,
                                      std::span<const GatherElement> data,
                                      const PeerRemoteMemoryRegion& destination,
                                      std::uint32_t immediate, MultiChannel::Timeout timeout) {
-  constexpr const char* kOperation = "ibv::async_write_with_immediate";
-  return detail::await_operation(
-      or_default(timeout, channels), kOperation,
-      [&]() -> Channel& { return detail::peer_channel(channels, peer, destination, kOperation); },
-      op::Write{data, destination.region(), immediate});
+  return await_on_peer(channels, peer, timeout, "ibv::async_write_with_immediate",
+                       op::Write{data, destination.region(), immediate}, destination);
 }
 
 AsyncWork async_read(MultiChannel& channels, std::uint32_t peer,
                      std::span<const ScatterElement> into, const PeerRemoteMemoryRegion& source,
                      MultiChannel::Timeout timeout) {
-  constexpr const char* kOperation = "ibv::async_read";
-  return detail::await_operation(
-      or_default(timeout, channels), kOperation,
-      [&]() -> Channel& { return detail::peer_channel(channels, peer, source, kOperation); },
-      op::Read{into, source.region()});
+  return await_on_peer(channels, peer, timeout, "ibv::async_read", op::Read{into, source.region()},
+                       source);
 }
 
 }  // namespace ibv
