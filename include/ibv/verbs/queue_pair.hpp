@@ -331,14 +331,10 @@ class QueuePair {
   }
   /// The checks of post_send() on every request, then all of them as checked, for post().
   [[nodiscard]] CheckedList<SendRequest> checked(std::span<SendRequest> requests) const {
-    for (const auto& request : requests) {
-      if (!passes_check(request)) [[unlikely]]
-        check(request);
-    }
-    return CheckedList<SendRequest>(requests);
+    return checked(requests, [](SendRequest& /*request*/, std::size_t /*index*/) {});
   }
   /// checked(requests), with `prepare(request, index)` called on each request just before its
-  /// checks, in one pass: for a caller that fills in each request's wr_id and flags first.
+  /// checks, in the same pass: for a caller that fills in each request's wr_id and flags.
   template <typename Prepare>
   [[nodiscard]] CheckedList<SendRequest> checked(std::span<SendRequest> requests,
                                                  Prepare&& prepare) const {
