@@ -74,9 +74,9 @@ WorkCompletion PendingWork::wait() {
   return wait_rest();
 }
 
-// Out of line, so that wait()'s first look stays a small frame.
+// Out of line, so that wait()'s first look stays a small frame. A failure taken by wait() is thrown
+// by wait_for() below, which finds it in completion_.
 [[gnu::noinline]] WorkCompletion PendingWork::wait_rest() {
-  if (completion_ && !completion_->ok()) throw WorkError(*completion_, "PendingWork::wait");
   if (!core_ && !completion_) {
     throw Error(ErrorKind::state, "PendingWork::wait", EINVAL, "the handle was moved from");
   }
