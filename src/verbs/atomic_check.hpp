@@ -25,11 +25,13 @@ enum class AtomicProblem : std::uint8_t {
   if (request.element_count() != 1 || request.byte_length() != kAtomicWordSize) {
     return AtomicProblem::result_not_one_word;
   }
-  if (!request.remote()) return AtomicProblem::short_target;  // not made by fetch_add/compare_swap
-  const RemoteMemoryRegion& target = *request.remote();
-  if (target.address() % kAtomicWordSize != 0) return AtomicProblem::unaligned_target;
-  if (target.length() < kAtomicWordSize) return AtomicProblem::short_target;
-  if (target.access() && !target.access()->allows_atomic()) {
+  // The target, as fetch_add() / compare_swap() set it: its address, its length
+  // (remote_limit) and its known rights.
+  if (request.native().wr.atomic.remote_addr % kAtomicWordSize != 0) {
+    return AtomicProblem::unaligned_target;
+  }
+  if (request.remote_limit() < kAtomicWordSize) return AtomicProblem::short_target;
+  if (const auto& access = request.remote_access(); access && !access->allows_atomic()) {
     return AtomicProblem::target_without_atomic_access;
   }
   return AtomicProblem::none;

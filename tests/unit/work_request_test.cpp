@@ -165,6 +165,30 @@ TEST(SendRequest, ReadIntoScatterElements) {
   EXPECT_EQ(request.remote(), std::optional<ibv::RemoteMemoryRegion>(kRemote));
 }
 
+// A request keeps of its remote region only what a post needs (the address and rkey in the
+// work request, the length, the known rights); remote() gives the whole region back.
+TEST(SendRequest, RemoteIsTheWholeRegionWithItsKnownRights) {
+  const auto known = kRemote.sub_region(8, 64).with_access(ibv::RemoteAccess::atomic());
+  const auto read = ibv::SendRequest::read(6, kScatter, known);
+  ASSERT_TRUE(read.remote().has_value());
+  EXPECT_EQ(*read.remote(), known);
+  EXPECT_EQ(read.remote()->length(), 64U);
+  EXPECT_EQ(read.remote()->access(), ibv::RemoteAccess::atomic());
+  EXPECT_EQ(read.remote_access(), ibv::RemoteAccess::atomic());
+
+  const auto result = ibv::ScatterElement::from_raw(0x8000, 8, 9);
+  const auto atomic = ibv::SendRequest::compare_swap(7, result, known, 1, 2);
+  EXPECT_EQ(atomic.remote(), std::optional<ibv::RemoteMemoryRegion>(known));
+  EXPECT_EQ(atomic.remote()->rkey(), kRemote.rkey());
+  EXPECT_EQ(atomic.remote()->access(), ibv::RemoteAccess::atomic());
+
+  const auto unknown = ibv::SendRequest::write(4, kGather, kRemote);
+  EXPECT_FALSE(unknown.remote()->access().has_value());
+  EXPECT_FALSE(unknown.remote_access().has_value());
+  EXPECT_FALSE(ibv::SendRequest::send(1, kGather).remote().has_value());
+  EXPECT_FALSE(ibv::SendRequest::send_with_immediate(1, kGather, 3).remote().has_value());
+}
+
 TEST(SendRequest, UnsignaledClearsOnlyTheSignaledFlag) {
   auto request = ibv::SendRequest::send(1, kGather);
   request.inline_data().unsignaled();

@@ -35,6 +35,11 @@ enum class SendOpcode : std::uint8_t {
   return opcode == SendOpcode::atomic_fetch_and_add ||
          opcode == SendOpcode::atomic_compare_and_swap;
 }
+/// Whether a request of `opcode` has a remote region: writes, reads and atomics (the opcodes
+/// from rdma_write on), not sends.
+[[nodiscard]] constexpr bool has_remote_region(SendOpcode opcode) noexcept {
+  return opcode >= SendOpcode::rdma_write;
+}
 /// Whether a request of `opcode` may carry its data inline: sends and writes (the opcodes
 /// declared before rdma_read), not reads or atomics, whose local memory is written.
 [[nodiscard]] constexpr bool may_be_inline(SendOpcode opcode) noexcept {
@@ -152,8 +157,13 @@ class SendRequest {
   }
   /// Total bytes the request moves.
   [[nodiscard]] std::uint64_t byte_length() const noexcept { return length_; }
-  /// The remote region of a write, read or atomic.
-  [[nodiscard]] const std::optional<RemoteMemoryRegion>& remote() const noexcept { return remote_; }
+  /// The remote region of a write, read or atomic (nullopt for a send), with the rights it was
+  /// known to have. Rebuilt from the work request: a request keeps only what a post needs.
+  [[nodiscard]] std::optional<RemoteMemoryRegion> remote() const;
+  /// The rights the remote region was known to have (RemoteMemoryRegion::access()).
+  [[nodiscard]] const std::optional<RemoteAccess>& remote_access() const noexcept {
+    return remote_access_;
+  }
   /// The most bytes the request may move by its remote region: the region's length, or the
   /// largest value when it has none (a send). One compare in the post path's checks.
   [[nodiscard]] std::uint64_t remote_limit() const noexcept { return remote_limit_; }
@@ -177,8 +187,9 @@ class SendRequest {
   ibv_send_wr wr_;  // NOLINT(cppcoreguidelines-pro-type-member-init)
   SendOpcode opcode_;
   std::uint64_t length_ = 0;
-  std::uint64_t remote_limit_ = std::numeric_limits<std::uint64_t>::max();  // remote_->length()
-  std::optional<RemoteMemoryRegion> remote_;
+  // The remote region's length (its address and rkey are in wr_), and its known rights.
+  std::uint64_t remote_limit_ = std::numeric_limits<std::uint64_t>::max();
+  std::optional<RemoteAccess> remote_access_;
 };
 
 /// A receive-queue work request: where the next incoming send (or write with immediate) lands.
@@ -307,14 +318,24 @@ inline void SendRequest::set_atomic(const RemoteMemoryRegion& target, std::uint6
   wr_.wr.atomic.compare_add = compare_add;
   wr_.wr.atomic.swap = swap;
   remote_limit_ = target.length();
-  remote_ = target;
+  remote_access_ = target.access();
 }
 
 inline void SendRequest::set_remote(const RemoteMemoryRegion& remote) noexcept {
   wr_.wr.rdma.remote_addr = remote.address();
   wr_.wr.rdma.rkey = remote.rkey();
   remote_limit_ = remote.length();
-  remote_ = remote;
+  remote_access_ = remote.access();
+}
+
+inline std::optional<RemoteMemoryRegion> SendRequest::remote() const {
+  if (!has_remote_region(opcode_)) return std::nullopt;
+  const bool atomic = is_atomic(opcode_);
+  // A region that was whole when the request was made: address + length does not overflow.
+  RemoteMemoryRegion region(atomic ? wr_.wr.atomic.remote_addr : wr_.wr.rdma.remote_addr,
+                            remote_limit_, atomic ? wr_.wr.atomic.rkey : wr_.wr.rdma.rkey);
+  if (remote_access_) region = region.with_access(*remote_access_);
+  return region;
 }
 
 inline void SendRequest::set_immediate(std::uint32_t immediate) noexcept {
