@@ -77,9 +77,9 @@ class [[nodiscard]] PendingWork {
   /// handle takes a share of the core, like any other.
   PendingWork(detail::ChannelCore& core, std::uint64_t wr_id) noexcept
       : core_(detail::CoreOwner::borrowing(core)), wr_id_(wr_id) {}
-  /// A handle that shares ownership of the channel's core.
-  PendingWork(detail::CoreOwner core, std::uint64_t wr_id) noexcept
-      : core_(std::move(core)), wr_id_(wr_id) {}
+  /// A handle that shares ownership of the channel's core (a copy of `core`, made in place).
+  PendingWork(const detail::CoreOwner& core, std::uint64_t wr_id) noexcept
+      : core_(core), wr_id_(wr_id) {}
   /// A handle whose request has completed already (Channel::post_and_look): it shares the
   /// core only for what its owner may still ask of the channel (AsyncWork's loop checks).
   PendingWork(detail::CoreOwner core, std::uint64_t wr_id,

@@ -77,7 +77,7 @@ class LocalKeys {
     return (lkey * 0x9E3779B1U) >> 23U;  // the top 9 bits: 0..511
   }
   [[nodiscard]] static std::uint64_t tag(std::uint32_t lkey) noexcept {
-    return (std::uint64_t{1} << 32U) | lkey;  // never 0, the empty entry
+    return std::uint64_t{lkey} + 1U;  // never 0, the empty entry; one add
   }
   void cache(std::uint32_t lkey) const noexcept {
     entries_[slot(lkey)].store(tag(lkey), std::memory_order_relaxed);
