@@ -144,6 +144,21 @@ void check(const ibv::WorkCompletion& completion) {
   if (!completion.ok()) throw ibv::WorkError(completion);
 }
 
+// The verbs style's request, made with the verbs layer's own constructors (SendRequest::write,
+// ::send), as a user of that layer writes it: the Channel's operation types (op::Write) are the
+// layer above, and their optional immediate is a branch that raw_loop.c does not take.
+template <Op op>
+[[gnu::always_inline]] inline ibv::SendRequest verbs_request(const Loop& loop,
+                                                             std::uint64_t wr_id) {
+  if constexpr (op == Op::write) {
+    return ibv::SendRequest::write(wr_id, loop.write.data, loop.write.destination);
+  } else if constexpr (op == Op::send) {
+    return ibv::SendRequest::send(wr_id, loop.send.data);
+  } else {
+    return operation<op>(loop).request(wr_id);
+  }
+}
+
 // Inlined into the loop, as raw_loop.c's once is.
 template <Op op>
 [[gnu::always_inline]] inline void verbs_once(const Loop& loop) {
@@ -151,7 +166,7 @@ template <Op op>
     ibv::ReceiveRequest receive = loop.receive.request(loop.next_wr_id++);
     loop.qp.post_receive(receive);
   }
-  ibv::SendRequest request = operation<op>(loop).request(loop.next_wr_id++);
+  ibv::SendRequest request = verbs_request<op>(loop, loop.next_wr_id++);
   if constexpr (op == Op::write || op == Op::send) {
     if (loop.verbs_inline) request.inline_data();
   }
