@@ -97,19 +97,21 @@ std::string hint_for(std::string_view verb, int errno_value) {
   if (registration && errno_value == EOPNOTSUPP) {
     return "this device or driver cannot register this kind of memory";
   }
-  if (verb == "ibv_create_qp" && (errno_value == ENOMEM || errno_value == EINVAL)) {
+  if ((verb == "ibv_create_qp" || verb == "ibv_create_qp_ex") &&
+      (errno_value == ENOMEM || errno_value == EINVAL)) {
     return "a queue depth, SGE count or inline size beyond what the device offers, or the "
            "locked-memory limit (`ulimit -l`)";
   }
   if (verb == "ibv_create_cq" && errno_value == ENOMEM) return memlock_hint();
-  if (verb == "ibv_post_send" && errno_value == ENOMEM) {
+  if ((verb == "ibv_post_send" || verb == "ibv_wr_complete") && errno_value == ENOMEM) {
     return "the send queue is full: more requests outstanding than max_send_wr; poll "
            "completions first, or build the QP with a larger max_send_wr";
   }
   if (verb == "ibv_post_recv" && errno_value == ENOMEM) {
     return "the receive queue is full: more receives posted than max_recv_wr";
   }
-  if ((verb == "ibv_post_send" || verb == "ibv_post_recv") && errno_value == EINVAL) {
+  if ((verb == "ibv_post_send" || verb == "ibv_wr_complete" || verb == "ibv_post_recv") &&
+      errno_value == EINVAL) {
     return "the QP is not in a state that accepts this request (an earlier error moves it to "
            "ERR), or the request is malformed";
   }

@@ -9,8 +9,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ibv/error.hpp"
 #include "verbs/atomic_check.hpp"
@@ -60,6 +62,31 @@ Gid checked_gid(const Context& context, PortNumber port, std::uint32_t index,
                            "is out of range 0..255 (the 8-bit sgid_index of an address vector)");
   }
   return entry->gid;
+}
+
+// An RC QP with the extended post interface for every opcode the library posts (atomics when
+// the device has them), `init` as ibv_create_qp takes it; `init.cap` gets what the device
+// granted. Null (errno set) when the provider refuses: no extended interface, or the sizes.
+ibv_qp* create_extended_qp(ibv_pd* pd, ibv_qp_init_attr& init, bool atomics) {
+  ibv_qp_init_attr_ex extended{};
+  extended.send_cq = init.send_cq;
+  extended.recv_cq = init.recv_cq;
+  extended.srq = init.srq;
+  extended.cap = init.cap;
+  extended.qp_type = init.qp_type;
+  extended.sq_sig_all = init.sq_sig_all;
+  extended.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  extended.pd = pd;
+  extended.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                            IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                            IBV_QP_EX_WITH_RDMA_READ;
+  if (atomics) {
+    extended.send_ops_flags |=
+        IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
+  }
+  ibv_qp* qp = ibv_create_qp_ex(pd->context, &extended);
+  if (qp != nullptr) init.cap = extended.cap;
+  return qp;
 }
 
 std::string_view state_name(ibv_qp_state state) {
@@ -219,6 +246,10 @@ QueuePairBuilder::QueuePairBuilder(ProtectionDomain pd, CompletionQueue send_cq,
                                    CompletionQueue recv_cq)
     : pd_(std::move(pd)), send_cq_(std::move(send_cq)), recv_cq_(std::move(recv_cq)) {}
 
+QueuePairBuilder& QueuePairBuilder::post_interface(PostInterface interface) noexcept {
+  settings_.post_interface = interface;
+  return *this;
+}
 QueuePairBuilder& QueuePairBuilder::port(PortNumber port) noexcept {
   settings_.port = port;
   return *this;
@@ -389,6 +420,7 @@ PreparedQueuePair QueuePairBuilder::build() const {
                                                                     0,
                                                                     {},
                                                                     false,
+                                                                    nullptr,
                                                                     srq_,
                                                                     {}});
   const auto& s = core->settings;
@@ -413,16 +445,26 @@ PreparedQueuePair QueuePairBuilder::build() const {
   const std::span<const std::uint32_t> inline_tries =
       s.max_inline_data ? std::span<const std::uint32_t>() : std::span(kDefaultInlineSteps);
   const std::uint32_t asked_inline = s.max_inline_data ? s.max_inline_data->value() : 0;
+  const bool extended = s.post_interface == PostInterface::extended;
   ibv_qp* raw = nullptr;
   for (std::size_t attempt = 0;; ++attempt) {
     const std::uint32_t inline_size = inline_tries.empty() ? asked_inline : inline_tries[attempt];
     init.cap.max_inline_data = inline_size;
     errno = 0;
-    raw = ibv_create_qp(pd_.native(), &init);
+    if (extended) {
+      raw = create_extended_qp(pd_.native(), init, core->device_atomics);
+      if (raw != nullptr) core->qpx = ibv_qp_to_qp_ex(raw);
+    } else {
+      raw = ibv_create_qp(pd_.native(), &init);
+    }
     if (raw != nullptr) break;
     if (attempt + 1 < inline_tries.size()) continue;  // try a smaller default inline size
-    throw_verb_error("ibv_create_qp", errno != 0 ? errno : ENOMEM,
-                     "RC QP on " + context.name() + " with max_send_wr " +
+    throw_verb_error(extended ? "ibv_create_qp_ex" : "ibv_create_qp", errno != 0 ? errno : ENOMEM,
+                     std::string(extended ? "post_interface extended (does the device's "
+                                            "provider implement ibv_qp_ex? classic works "
+                                            "everywhere): "
+                                          : "") +
+                         "RC QP on " + context.name() + " with max_send_wr " +
                          std::to_string(s.max_send_wr.value()) + ", max_recv_wr " +
                          std::to_string(s.max_recv_wr.value()) + ", max_inline_data " +
                          std::to_string(inline_size));
@@ -649,7 +691,20 @@ void QueuePair::post_send(std::span<SendRequest> requests) const {
 }
 
 ListPosted QueuePair::post(CheckedList<SendRequest> list) const noexcept {
-  return post_linked(list.requests(), native(), ibv_post_send);
+  const std::span<SendRequest> requests = list.requests();
+  if (requests.empty()) return {};
+  ibv_qp_ex* qpx = core_->qpx;
+  if (std::ranges::all_of(requests, [qpx](const SendRequest& request) {
+        return detail::takes_extended(qpx, request.element_count());
+      })) [[likely]] {
+    ibv_wr_start(qpx);
+    for (const SendRequest& request : requests) detail::put_extended(qpx, request);
+    // All or nothing: a failure discards every request since ibv_wr_start.
+    if (const int rc = ibv_wr_complete(qpx); rc != 0) [[unlikely]]
+      return {0, rc};
+    return {requests.size(), 0};
+  }
+  return post_linked(requests, native(), ibv_post_send);
 }
 
 ListPosted QueuePair::post(CheckedList<ReceiveRequest> list) const noexcept {

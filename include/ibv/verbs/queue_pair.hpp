@@ -25,6 +25,22 @@ struct ibv_qp;
 
 namespace ibv {
 
+/// The verbs a queue pair posts its send-queue requests with. Both post the same requests with
+/// the same checks and the same effect; receives always go through ibv_post_recv. See
+/// docs/operations.md, "The post interface", for what each costs and why classic is the
+/// default.
+enum class PostInterface : std::uint8_t {
+  /// ibv_post_send with a linked list of ibv_send_wr: every provider has it. A list the device
+  /// cuts short is posted up to the request it rejected.
+  classic,
+  /// ibv_wr_start / ibv_wr_* / ibv_wr_complete on an ibv_qp_ex (perftest's default): the
+  /// provider takes each request through its builders, without an ibv_send_wr. A request of
+  /// several elements still goes through ibv_post_send (see detail::takes_extended). A list is
+  /// all or nothing: the device takes every request of it or none. Building fails on a provider
+  /// without it.
+  extended,
+};
+
 /// Every setting of a queue pair, with bounded defaults (no infinite retry or timeout).
 /// Unset optionals are taken from the device and port when the QP is built.
 ///
@@ -81,6 +97,8 @@ struct QueuePairSettings {
   std::uint8_t traffic_class = 0;
   /// InfiniBand service level: 0..15 (4 bits).
   std::uint8_t service_level = 0;
+  /// How send-queue requests reach the device (see PostInterface): ibv_post_send by default.
+  PostInterface post_interface = PostInterface::classic;
 };
 
 class PreparedQueuePair;
@@ -104,6 +122,8 @@ class QueuePairBuilder {
   /// receives to `recv_cq` (they may be the same queue); the QP keeps all three alive.
   QueuePairBuilder(ProtectionDomain pd, CompletionQueue send_cq, CompletionQueue recv_cq);
 
+  /// Sets QueuePairSettings::post_interface (extended: build() fails on a provider without it).
+  QueuePairBuilder& post_interface(PostInterface interface) noexcept;
   /// Sets QueuePairSettings::port (checked in build()).
   QueuePairBuilder& port(PortNumber port) noexcept;
   /// Sets QueuePairSettings::gid_index (checked in build()).
@@ -190,6 +210,9 @@ struct QueuePairCore {
   // max_rd_atomic and max_dest_rd_atomic are at least 1), and the SGE and message size limits
   // admit an atomic's one 8-byte element. An atomic request's own checks remain.
   bool atomics_ready = false;
+  // The QP's extended post interface (ibv_wr_*), when it was created with one; else null and
+  // requests go through ibv_post_send.
+  ibv_qp_ex* qpx = nullptr;
   std::optional<SharedReceiveQueue> srq;           // where receives come from, if shared
   std::unique_ptr<ibv_qp, QueuePairDestroyer> qp;  // declared last: destroyed first
 };
@@ -236,7 +259,6 @@ namespace detail {
 [[noreturn, gnu::cold]] void throw_post_failure(std::string_view verb, std::uint32_t qp_number,
                                                 int errno_value,
                                                 std::optional<std::uint64_t> rejected);
-
 /// Bit 2 * opcode + inline_data: whether QueuePair::passes_check() takes a request of that
 /// opcode, with inline data (1) or not (0), by its length compares alone. Not atomics (their
 /// checks are check()'s); inline data only for the opcodes that may_be_inline().
@@ -256,6 +278,56 @@ static_assert(2 * static_cast<unsigned>(SendOpcode::atomic_compare_and_swap) + 1
 /// Whether `opcode` with `inline_data` (0 or 1) is plain: see kPlainSendMask.
 [[nodiscard]] constexpr bool is_plain_send(SendOpcode opcode, unsigned inline_data) noexcept {
   return ((kPlainSendMask >> (2U * static_cast<unsigned>(opcode) + inline_data)) & 1U) != 0;
+}
+}  // namespace detail
+
+namespace detail {
+/// Whether the extended post interface (ibv_qp_ex `qpx`, null when the queue pair has none)
+/// takes a request of `element_count` elements. Not one of several: Soft-RoCE before
+/// rdma-core 64 computes the length of an element list wrongly (ibv_wr_set_sge_list) and lets
+/// inline data of several buffers overrun its queue (ibv_wr_set_inline_data_list); such a
+/// request goes through ibv_post_send, which the interface allows between its batches.
+[[nodiscard]] constexpr bool takes_extended(const ibv_qp_ex* qpx,
+                                            std::size_t element_count) noexcept {
+  return qpx != nullptr && element_count <= 1;
+}
+/// Puts `request` (takes_extended) into the queue pair's current batch of the extended post
+/// interface (between ibv_wr_start and ibv_wr_complete): its wr_id and flags, its opcode with
+/// the remote address, key, immediate or atomic operands it uses, and its data, inline or as
+/// its element.
+[[gnu::always_inline]] inline void put_extended(ibv_qp_ex* qpx, const SendRequest& request) {
+  const ibv_send_wr& wr = request.native();
+  qpx->wr_id = wr.wr_id;
+  qpx->wr_flags = wr.send_flags;
+  switch (request.opcode()) {
+    case SendOpcode::send: ibv_wr_send(qpx); break;
+    case SendOpcode::send_with_immediate: ibv_wr_send_imm(qpx, wr.imm_data); break;
+    case SendOpcode::rdma_write:
+      ibv_wr_rdma_write(qpx, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr);
+      break;
+    case SendOpcode::rdma_write_with_immediate:
+      ibv_wr_rdma_write_imm(qpx, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, wr.imm_data);
+      break;
+    case SendOpcode::rdma_read:
+      ibv_wr_rdma_read(qpx, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr);
+      break;
+    case SendOpcode::atomic_fetch_and_add:
+      ibv_wr_atomic_fetch_add(qpx, wr.wr.atomic.rkey, wr.wr.atomic.remote_addr,
+                              wr.wr.atomic.compare_add);
+      break;
+    case SendOpcode::atomic_compare_and_swap:
+      ibv_wr_atomic_cmp_swp(qpx, wr.wr.atomic.rkey, wr.wr.atomic.remote_addr,
+                            wr.wr.atomic.compare_add, wr.wr.atomic.swap);
+      break;
+  }
+  if (wr.num_sge == 0) {
+    ibv_wr_set_sge_list(qpx, 0, nullptr);
+  } else if (request.is_inline()) {
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): a CPU address, as inline data requires
+    ibv_wr_set_inline_data(qpx, reinterpret_cast<void*>(wr.sg_list->addr), wr.sg_list->length);
+  } else {
+    ibv_wr_set_sge(qpx, wr.sg_list->lkey, wr.sg_list->addr, wr.sg_list->length);
+  }
 }
 }  // namespace detail
 
@@ -360,9 +432,18 @@ class QueuePair {
   [[nodiscard]] ListPosted post(CheckedList<ReceiveRequest> list) const noexcept;
   /// Posts one checked request: ibv_post_send, inline, with nothing checked again. Throws
   /// ibv::Error (with a hint) when the verb fails.
-  void post(Checked<SendRequest> checked) const {
-    ibv_send_wr* rejected = nullptr;
+  [[gnu::always_inline]] void post(Checked<SendRequest> checked) const {
     ibv_send_wr& wr = checked.request().native();
+    if (ibv_qp_ex* qpx = core_->qpx; detail::takes_extended(qpx, checked.request().element_count()))
+        [[likely]] {
+      ibv_wr_start(qpx);
+      detail::put_extended(qpx, checked.request());
+      if (const int rc = ibv_wr_complete(qpx); rc != 0) [[unlikely]] {
+        detail::throw_post_failure("ibv_wr_complete", qp_number(), rc, wr.wr_id);
+      }
+      return;
+    }
+    ibv_send_wr* rejected = nullptr;
     if (const int rc = ibv_post_send(native(), &wr, &rejected); rc != 0) [[unlikely]] {
       detail::throw_post_failure("ibv_post_send", qp_number(), rc, wr_id_of(rejected));
     }
