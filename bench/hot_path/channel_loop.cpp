@@ -10,15 +10,17 @@
 //   REQUESTS / 16 batches rounded up) in turn, in one process: callgrind writes one part per
 //   variant, in the order given (bench/hot_path/lib.sh names them). Prints a line per variant:
 //   op, style, requests measured, requests per iteration, whether its sends and writes went
-//   inline.
+//   inline, the post interface its queue pairs used.
 //   device: $IBV_TEST_DEVICE, else the first active device; GID index: $IBV_TEST_GID_INDEX,
-//   else the library's default (the RoCE v2 IPv4 entry).
+//   else the library's default (the RoCE v2 IPv4 entry); post interface: $HOT_PATH_POST
+//   (extended or classic), else the library's default, classic (QueuePairSettings).
 //
 // Every style uses the generic calls (ibv/channel/operation.hpp's values, given to execute,
 // post or async); `op` below is the operation (op::Write{from, remote}, ...), made once before
 // the loop. A send is a receive posted first and the send, both waited for. Per iteration:
 //   verbs           not the Channel but the verbs layer under it, on a loopback queue pair of
-//                   its own with the same settings: QueuePair::post_send of op.request(wr_id)
+//                   its own with the same settings: QueuePair::post_send of the request made
+//                   with the verbs layer's constructor (SendRequest::write(wr_id, ...), ...)
 //                   (and post_receive), then CompletionQueue::poll until the completions
 //                   arrive (into a buffer kept across requests); inline when the queue pair grants
 //                   8 bytes of inline data, as the Channel's default InlinePolicy::automatic does
@@ -391,6 +393,17 @@ int main(int argc, char** argv) try {
   if (const char* gid = environment("IBV_TEST_GID_INDEX")) {
     settings.gid_index = static_cast<std::uint32_t>(std::strtoul(gid, nullptr, 10));
   }
+  // The post interface: $HOT_PATH_POST (extended or classic), else the library's default
+  // (classic).
+  if (const char* post = environment("HOT_PATH_POST")) {
+    const std::string_view name(post);
+    if (name != "extended" && name != "classic") {
+      std::fprintf(stderr, "hot_path_channel: HOT_PATH_POST is extended or classic\n");
+      return 2;
+    }
+    settings.post_interface =
+        name == "extended" ? ibv::PostInterface::extended : ibv::PostInterface::classic;
+  }
   ibv::PreparedChannel prepared = ibv::ChannelBuilder(pd).queue_pair(settings).build();
   const ibv::Endpoint self = prepared.endpoint();
   ibv::Channel channel = std::move(prepared).handshake(self);
@@ -429,6 +442,8 @@ int main(int argc, char** argv) try {
                   .fetch_add = {.result = result, .target = word, .add = 1},
                   .compare_swap = {.result = result, .target = word, .expected = 0, .desired = 0}};
 
+  // What every queue pair of the run posts with (the same settings).
+  const ibv::PostInterface post_interface = channel.queue_pair().settings().post_interface;
   for (const Variant* variant : chosen) {
     const std::uint64_t inline_before =
         channel.inline_posts() + world.at(0).channel(1).inline_posts();
@@ -444,10 +459,11 @@ int main(int argc, char** argv) try {
         (variant->style == "verbs"
              ? loop.verbs_inline
              : channel.inline_posts() + world.at(0).channel(1).inline_posts() > inline_before);
-    std::printf("channel %.*s %.*s requests %ld requests_per_iteration %zu inline %s\n",
+    std::printf("channel %.*s %.*s requests %ld requests_per_iteration %zu inline %s post %s\n",
                 static_cast<int>(variant->op.size()), variant->op.data(),
                 static_cast<int>(variant->style.size()), variant->style.data(), iterations * per,
-                variant->requests_per_iteration, posts_data ? (inline_posts ? "yes" : "no") : "-");
+                variant->requests_per_iteration, posts_data ? (inline_posts ? "yes" : "no") : "-",
+                post_interface == ibv::PostInterface::extended ? "extended" : "classic");
   }
 
   if (!std::ranges::equal(bytes.first(kMessageSize), bytes.subspan(kHalf, kMessageSize))) {

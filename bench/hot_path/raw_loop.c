@@ -1,10 +1,13 @@
 // bench/hot_path/raw_loop.c: the hot path of each operation the library's benchmark measures
 // (an 8-byte RDMA write, a send with its receive, an RDMA read, a fetch-and-add, a
-// compare-and-swap), written in raw libibverbs: ibv_post_send (and ibv_post_recv) then a busy
+// compare-and-swap), written in raw libibverbs: ibv_post_send (and ibv_post_recv), or with
+// $HOT_PATH_POST=extended the extended interface (ibv_wr_start, ibv_wr_rdma_write and the other
+// builders, ibv_wr_complete) as the library posts with PostInterface::extended, then a busy
 // ibv_poll_cq loop, on one RC queue pair connected to itself (a loopback, like the Channel in
 // hot_path_channel) with the Channel's default settings, including its automatic inline: the
 // 8-byte sends and writes go inline when the device grants inline data. Each operation also as
-// a batch of 16: 16 requests linked in one ibv_post_send, only the last signaled (16 receives in
+// a batch of 16: 16 requests in one post (one ibv_wr_start .. ibv_wr_complete, or linked in one
+// ibv_post_send), only the last signaled (16 receives in
 // one ibv_post_recv), then polled until the last has completed (and the 16 receives), the raw
 // form of a scope that posts a list of 16, which signals the same way. It is the baseline
 // that bench/hot_path/run compares the library with, counting instructions with callgrind in
@@ -15,9 +18,11 @@
 //   warmed up (200 requests) and measured (REQUESTS requests: in a batch of 16, REQUESTS / 16
 //   batches rounded up) in turn, in one process (one callgrind part each).
 //   device: $IBV_TEST_DEVICE, else the first device; GID index: $IBV_TEST_GID_INDEX, else the
-//   first IPv4-mapped GID of port 1 (the RoCE v2 entry the library picks by default).
+//   first IPv4-mapped GID of port 1 (the RoCE v2 entry the library picks by default); post
+//   interface: $HOT_PATH_POST (extended or classic), else classic, as the library's default.
 // Prints a line per variant: its name, requests measured, requests per iteration, completion
-// polls per iteration, whether the posts were inline. Exit status 0 on success.
+// polls per iteration, whether the posts were inline, the post interface. Exit status 0 on
+// success.
 #include <infiniband/verbs.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,8 +49,9 @@ struct bench {
   struct ibv_mr* mr;
   unsigned char* buffer;
   uint64_t next_wr_id;
-  uint64_t polls;       // calls of ibv_poll_cq
-  unsigned send_flags;  // IBV_SEND_SIGNALED, plus IBV_SEND_INLINE when the message fits
+  uint64_t polls;         // calls of ibv_poll_cq
+  unsigned send_flags;    // IBV_SEND_SIGNALED, plus IBV_SEND_INLINE when the message fits
+  struct ibv_qp_ex* qpx;  // the extended post interface (ibv_wr_*) when posting with it, else NULL
 };
 
 static int fail(const char* what) {
@@ -83,6 +89,27 @@ static int choose_gid_index(struct ibv_context* context, const struct ibv_port_a
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+// An RC QP with the extended post interface for the five operations, as the library creates
+// one (QueuePairBuilder::build); NULL when the provider refuses.
+static struct ibv_qp* create_extended_qp(struct bench* b, struct ibv_qp_init_attr* init) {
+  struct ibv_qp_init_attr_ex extended = {0};
+  extended.send_cq = init->send_cq;
+  extended.recv_cq = init->recv_cq;
+  extended.cap = init->cap;
+  extended.qp_type = IBV_QPT_RC;
+  extended.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  extended.pd = b->pd;
+  extended.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+                            IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                            IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
+  struct ibv_qp* qp = ibv_create_qp_ex(b->context, &extended);
+  if (qp != NULL) {
+    init->cap = extended.cap;
+    b->qpx = ibv_qp_to_qp_ex(qp);
+  }
+  return qp;
+}
+
 // Creates the CQ and the QP and connects the QP to itself (RESET -> INIT -> RTR -> RTS), with
 // the attributes ibv::ChannelBuilder(pd).build() uses by default.
 static int set_up(struct bench* b) {
@@ -101,6 +128,13 @@ static int set_up(struct bench* b) {
   // Inline data as the Channel asks for it by default (and perftest's latency tests): 220
   // bytes, else 64, else none; small sends and writes then go inline (InlinePolicy::automatic).
   static const uint32_t kInlineTries[] = {220, 64, 0};
+  // The post interface: $HOT_PATH_POST (extended or classic), else classic, as the library's
+  // default (QueuePairSettings::post_interface).
+  const char* post = getenv("HOT_PATH_POST");
+  const int extended = post != NULL && strcmp(post, "extended") == 0;
+  if (post != NULL && !extended && strcmp(post, "classic") != 0) {
+    return fail("HOT_PATH_POST is extended or classic");
+  }
   struct ibv_qp_init_attr init = {0};
   for (size_t i = 0; i < sizeof kInlineTries / sizeof kInlineTries[0] && b->qp == NULL; ++i) {
     init = (struct ibv_qp_init_attr){
@@ -113,7 +147,7 @@ static int set_up(struct bench* b) {
                 .max_inline_data = kInlineTries[i]},
         .qp_type = IBV_QPT_RC,
     };
-    b->qp = ibv_create_qp(b->pd, &init);
+    b->qp = extended ? create_extended_qp(b, &init) : ibv_create_qp(b->pd, &init);
   }
   if (b->qp == NULL) return fail("cannot create the QP");
   b->send_flags = IBV_SEND_SIGNALED;
@@ -246,6 +280,34 @@ static inline __attribute__((always_inline)) void make_send(struct bench* b, enu
   }
 }
 
+// make_send() through the extended post interface, between ibv_wr_start and ibv_wr_complete:
+// the same request, given to the provider's builders instead of written into an ibv_send_wr.
+static inline __attribute__((always_inline)) void put_send(struct bench* b, enum op op,
+                                                           int signaled) {
+  struct ibv_qp_ex* qpx = b->qpx;
+  const int atomic = op == kFetchAdd || op == kCompareSwap;
+  const size_t local = op == kRead ? kHalf : atomic ? kResult : 0;
+  const unsigned flags = op == kWrite || op == kSend ? b->send_flags : IBV_SEND_SIGNALED;
+  qpx->wr_id = b->next_wr_id++;
+  qpx->wr_flags = signaled ? flags : flags & ~(unsigned)IBV_SEND_SIGNALED;
+  switch (op) {
+    case kWrite: ibv_wr_rdma_write(qpx, b->mr->rkey, (uintptr_t)(b->buffer + kHalf)); break;
+    case kSend: ibv_wr_send(qpx); break;
+    case kRead: ibv_wr_rdma_read(qpx, b->mr->rkey, (uintptr_t)b->buffer); break;
+    case kFetchAdd:
+      ibv_wr_atomic_fetch_add(qpx, b->mr->rkey, (uintptr_t)(b->buffer + kWord), 1);
+      break;
+    case kCompareSwap:
+      ibv_wr_atomic_cmp_swp(qpx, b->mr->rkey, (uintptr_t)(b->buffer + kWord), 0, 0);
+      break;
+  }
+  if ((flags & IBV_SEND_INLINE) != 0) {
+    ibv_wr_set_inline_data(qpx, b->buffer + local, kMessageSize);
+  } else {
+    ibv_wr_set_sge(qpx, b->mr->lkey, (uintptr_t)(b->buffer + local), kMessageSize);
+  }
+}
+
 // One request of `op` (a send: a receive into the second half first), waited for.
 static inline __attribute__((always_inline)) int once(struct bench* b, enum op op) {
   if (op == kSend) {
@@ -254,6 +316,12 @@ static inline __attribute__((always_inline)) int once(struct bench* b, enum op o
     struct ibv_recv_wr receive = {.wr_id = b->next_wr_id++, .sg_list = &into, .num_sge = 1};
     struct ibv_recv_wr* bad_receive = NULL;
     if (ibv_post_recv(b->qp, &receive, &bad_receive) != 0) return 1;
+  }
+  if (b->qpx != NULL) {
+    ibv_wr_start(b->qpx);
+    put_send(b, op, 1);
+    if (ibv_wr_complete(b->qpx) != 0) return 1;
+    return wait_for(b, op == kSend ? 2 : 1);
   }
   struct ibv_sge sge;
   struct ibv_send_wr wr;
@@ -281,6 +349,12 @@ static inline __attribute__((always_inline)) int batch(struct bench* b, enum op 
     }
     struct ibv_recv_wr* bad_receive = NULL;
     if (ibv_post_recv(b->qp, receives, &bad_receive) != 0) return 1;
+  }
+  if (b->qpx != NULL) {
+    ibv_wr_start(b->qpx);
+    for (int i = 0; i < kBatch; ++i) put_send(b, op, i + 1 == kBatch);
+    if (ibv_wr_complete(b->qpx) != 0) return 1;
+    return wait_for(b, op == kSend ? kBatch + 1 : 1);
   }
   struct ibv_sge sges[kBatch];
   struct ibv_send_wr wrs[kBatch];
@@ -402,12 +476,14 @@ int main(int argc, char** argv) {
     } else {
       const int inline_op = ops[v] == kWrite || ops[v] == kSend;
       printf(
-          "raw %s%s requests %ld requests_per_iteration %ld polls_per_iteration %.3f inline %s\n",
+          "raw %s%s requests %ld requests_per_iteration %ld polls_per_iteration %.3f inline %s "
+          "post %s\n",
           kOpNames[ops[v]], batched[v] ? "-batch16" : "", iterations * per, per,
           (double)b.polls / (double)iterations,
           !inline_op                              ? "-"
           : (b.send_flags & IBV_SEND_INLINE) != 0 ? "yes"
-                                                  : "no");
+                                                  : "no",
+          b.qpx != NULL ? "extended" : "classic");
     }
   }
   if (status == 0 && memcmp(b.buffer, b.buffer + kHalf, kMessageSize) != 0) {
