@@ -690,13 +690,22 @@ void QueuePair::post_send(std::span<SendRequest> requests) const {
   throw_if_cut_short(post(list), requests, native(), "ibv_post_send");
 }
 
+void QueuePair::post_extended(const SendRequest& request) const {
+  ibv_qp_ex* qpx = core_->qpx;
+  ibv_wr_start(qpx);
+  detail::put_extended(qpx, request);
+  if (const int rc = ibv_wr_complete(qpx); rc != 0) [[unlikely]] {
+    detail::throw_post_failure("ibv_wr_complete", qp_number(), rc, request.wr_id());
+  }
+}
+
 ListPosted QueuePair::post(CheckedList<SendRequest> list) const noexcept {
   const std::span<SendRequest> requests = list.requests();
   if (requests.empty()) return {};
   ibv_qp_ex* qpx = core_->qpx;
   if (std::ranges::all_of(requests, [qpx](const SendRequest& request) {
         return detail::takes_extended(qpx, request.element_count());
-      })) [[likely]] {
+      })) [[unlikely]] {  // not the default (PostInterface::classic)
     ibv_wr_start(qpx);
     for (const SendRequest& request : requests) detail::put_extended(qpx, request);
     // All or nothing: a failure discards every request since ibv_wr_start.

@@ -434,13 +434,9 @@ class QueuePair {
   /// ibv::Error (with a hint) when the verb fails.
   [[gnu::always_inline]] void post(Checked<SendRequest> checked) const {
     ibv_send_wr& wr = checked.request().native();
-    if (ibv_qp_ex* qpx = core_->qpx; detail::takes_extended(qpx, checked.request().element_count()))
-        [[likely]] {
-      ibv_wr_start(qpx);
-      detail::put_extended(qpx, checked.request());
-      if (const int rc = ibv_wr_complete(qpx); rc != 0) [[unlikely]] {
-        detail::throw_post_failure("ibv_wr_complete", qp_number(), rc, wr.wr_id);
-      }
+    // Not the default (PostInterface::classic): out of line, off the default's straight path.
+    if (detail::takes_extended(core_->qpx, checked.request().element_count())) [[unlikely]] {
+      post_extended(checked.request());
       return;
     }
     ibv_send_wr* rejected = nullptr;
@@ -554,6 +550,9 @@ class QueuePair {
   }
 
  private:
+  /// post(Checked<SendRequest>) through the extended interface (PostInterface::extended): one
+  /// batch of one request.
+  void post_extended(const SendRequest& request) const;
   template <typename Native>
   [[nodiscard]] static std::optional<std::uint64_t> wr_id_of(const Native* rejected) noexcept {
     return rejected == nullptr ? std::nullopt : std::optional<std::uint64_t>(rejected->wr_id);
