@@ -12,7 +12,6 @@
 #include <span>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "ibv/error.hpp"
 #include "verbs/atomic_check.hpp"

@@ -259,6 +259,7 @@ namespace detail {
 [[noreturn, gnu::cold]] void throw_post_failure(std::string_view verb, std::uint32_t qp_number,
                                                 int errno_value,
                                                 std::optional<std::uint64_t> rejected);
+
 /// Bit 2 * opcode + inline_data: whether QueuePair::passes_check() takes a request of that
 /// opcode, with inline data (1) or not (0), by its length compares alone. Not atomics (their
 /// checks are check()'s); inline data only for the opcodes that may_be_inline().
@@ -279,9 +280,7 @@ static_assert(2 * static_cast<unsigned>(SendOpcode::atomic_compare_and_swap) + 1
 [[nodiscard]] constexpr bool is_plain_send(SendOpcode opcode, unsigned inline_data) noexcept {
   return ((kPlainSendMask >> (2U * static_cast<unsigned>(opcode) + inline_data)) & 1U) != 0;
 }
-}  // namespace detail
 
-namespace detail {
 /// Whether the extended post interface (ibv_qp_ex `qpx`, null when the queue pair has none)
 /// takes a request of `element_count` elements. Not one of several: Soft-RoCE before
 /// rdma-core 64 computes the length of an element list wrongly (ibv_wr_set_sge_list) and lets
@@ -423,14 +422,17 @@ class QueuePair {
     for (const auto& request : requests) check(request);
     return CheckedList<ReceiveRequest>(requests);
   }
-  /// Posts checked requests as one linked list: one ibv_post_send, one doorbell, nothing checked
-  /// again (the requests are linked in place and unlinked afterwards). Says how many the device
-  /// took rather than throwing, so that a caller that tracks requests knows which are posted.
+  /// Posts checked requests as one list, one doorbell, nothing checked again: one ibv_post_send
+  /// (the requests are linked in place and unlinked afterwards), or on a queue pair built with
+  /// PostInterface::extended one batch of ibv_wr_* (all or nothing) when none has several
+  /// elements. Says how many the device took rather than throwing, so that a caller that tracks
+  /// requests knows which are posted.
   [[nodiscard]] ListPosted post(CheckedList<SendRequest> list) const noexcept;
   /// Posts checked receives as one linked list (one ibv_post_recv); as
   /// post(CheckedList<SendRequest>).
   [[nodiscard]] ListPosted post(CheckedList<ReceiveRequest> list) const noexcept;
-  /// Posts one checked request: ibv_post_send, inline, with nothing checked again. Throws
+  /// Posts one checked request, with nothing checked again: ibv_post_send, inline, or on a
+  /// queue pair built with PostInterface::extended one batch of ibv_wr_* (out of line). Throws
   /// ibv::Error (with a hint) when the verb fails.
   [[gnu::always_inline]] void post(Checked<SendRequest> checked) const {
     ibv_send_wr& wr = checked.request().native();
