@@ -1,8 +1,9 @@
-// Device tests of the two post interfaces (PostInterface): which one a queue pair resolves to,
-// every operation of a Channel delivering the same bytes through each (single elements through
-// the extended interface, several elements through ibv_post_send on the same queue pair), a
-// list through each, and a list too long for the send queue, which the extended interface
-// refuses whole where the classic one posts what fits (operations_test.cpp).
+// Device tests of the two post interfaces (PostInterface): classic by default, extended when
+// asked for (or a clear error on a provider without it), every operation of a Channel
+// delivering the same bytes through each (single elements through the extended interface,
+// several elements through ibv_post_send on the same queue pair), a list through each, and a
+// list too long for the send queue, which the extended interface refuses whole where the
+// classic one posts what fits (operations_test.cpp).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -19,7 +20,6 @@
 #include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
-#include "support/error_matchers.hpp"
 
 namespace ibv::test {
 namespace {
@@ -94,7 +94,7 @@ class EveryOperation : public ::testing::TestWithParam<PostInterface> {
   std::array<ScatterElement, 1> into_b(std::size_t offset, std::size_t length) {
     return {mr_b.scatter(std::span(buffer_b).subspan(offset, length))};
   }
-  bool arrived(std::size_t from, std::size_t to, std::size_t length) {
+  ::testing::AssertionResult arrived(std::size_t from, std::size_t to, std::size_t length) {
     return same_bytes(std::span(buffer_a).subspan(from, length),
                       std::span(buffer_b).subspan(to, length));
   }
