@@ -46,8 +46,9 @@ class BodyFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class ChannelTest : public ::testing::Test {
+class ChannelTest : public ::testing::Test, protected ChannelPairMemory {
  protected:
+  ChannelTest() : ChannelPairMemory(kSize) {}
   static constexpr std::size_t kSize = std::size_t{64} * 1024;
   static constexpr ChannelTimeouts kTimeouts{.operation = 5s, .drop = 5s};
 
@@ -102,16 +103,6 @@ class ChannelTest : public ::testing::Test {
     const auto good = remote_b(offset, length);
     return {good.address(), good.length(), good.rkey() ^ 0x5a5a00U};
   }
-
-  Context context = open_test_device();
-  ProtectionDomain pd{context};
-  std::vector<std::byte> buffer_a = std::vector<std::byte>(kSize);
-  std::vector<std::byte> buffer_b = std::vector<std::byte>(kSize);
-  MemoryRegion mr_a = pd.register_remote_accessible(buffer_a, RemoteAccess::all());
-  MemoryRegion mr_b = pd.register_remote_accessible(buffer_b, RemoteAccess::all());
-  // Declared after the memory: the channels go first.
-  std::optional<Channel> a;
-  std::optional<Channel> b;
 };
 
 using ChannelBlocking = ChannelTest;

@@ -47,8 +47,9 @@ using ibv_test::thread_cpu_time;
 
 using namespace std::chrono_literals;
 
-class CoroTest : public ::testing::Test {
+class CoroTest : public ::testing::Test, protected ChannelPairMemory {
  protected:
+  CoroTest() : ChannelPairMemory(kSize) {}
   static constexpr std::size_t kSize = std::size_t{64} * 1024;
   static constexpr ChannelTimeouts kTimeouts{.operation = 5s, .drop = 5s};
 
@@ -148,16 +149,6 @@ class CoroTest : public ::testing::Test {
       co_await async_send(*b, gather_b(kMessage, kMessage));
     }
   }
-
-  Context context = open_test_device();
-  ProtectionDomain pd{context};
-  std::vector<std::byte> buffer_a = std::vector<std::byte>(kSize);
-  std::vector<std::byte> buffer_b = std::vector<std::byte>(kSize);
-  MemoryRegion mr_a = pd.register_remote_accessible(buffer_a, RemoteAccess::all());
-  MemoryRegion mr_b = pd.register_remote_accessible(buffer_b, RemoteAccess::all());
-  // Declared after the memory: the channels go first.
-  std::optional<Channel> a;
-  std::optional<Channel> b;
 };
 
 TEST_F(CoroTest, PingPongBetweenTwoTasks) {

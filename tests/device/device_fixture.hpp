@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -98,6 +99,23 @@ class ConnectedPair : public ::testing::Test {
   CompletionQueue cq_b{context, 256};
   std::optional<QueuePair> a;
   std::optional<QueuePair> b;
+};
+
+/// What the two-channel fixtures share: the test device and a PD, two buffers of `size` bytes
+/// (side a's and side b's) registered remote-accessible with every right, and room for the two
+/// channels, which each fixture connects in its SetUp (connect_channel_pair). The channels are
+/// declared after the memory, so they go first. Derive from it beside ::testing::Test.
+struct ChannelPairMemory {
+  explicit ChannelPairMemory(std::size_t size) : buffer_a(size), buffer_b(size) {}
+
+  Context context = open_test_device();
+  ProtectionDomain pd{context};
+  std::vector<std::byte> buffer_a;
+  std::vector<std::byte> buffer_b;
+  MemoryRegion mr_a = pd.register_remote_accessible(buffer_a, RemoteAccess::all());
+  MemoryRegion mr_b = pd.register_remote_accessible(buffer_b, RemoteAccess::all());
+  std::optional<Channel> a;
+  std::optional<Channel> b;
 };
 
 /// Two channels on `pd`, built with `settings` and `timeouts` and connected to each other

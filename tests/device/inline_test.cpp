@@ -22,8 +22,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class AutoInline : public ::testing::Test {
+class AutoInline : public ::testing::Test, protected ChannelPairMemory {
  protected:
+  AutoInline() : ChannelPairMemory(kSize) {}
   static constexpr std::size_t kSize = 8192;
 
   void SetUp() override {
@@ -42,14 +43,6 @@ class AutoInline : public ::testing::Test {
     return {mr_b.scatter(std::span(buffer_b).first(length))};
   }
 
-  Context context = open_test_device();
-  ProtectionDomain pd{context};
-  std::vector<std::byte> buffer_a = std::vector<std::byte>(kSize);
-  std::vector<std::byte> buffer_b = std::vector<std::byte>(kSize);
-  MemoryRegion mr_a = pd.register_remote_accessible(buffer_a, RemoteAccess::all());
-  MemoryRegion mr_b = pd.register_remote_accessible(buffer_b, RemoteAccess::all());
-  std::optional<Channel> a;
-  std::optional<Channel> b;
   std::uint32_t limit = 0;
 };
 

@@ -65,8 +65,9 @@ TEST(PostInterfaceChoice, ClassicByDefaultExtendedWhereTheProviderHasIt) {
 }
 
 /// A Channel pair posting through `GetParam()` (extended only where the provider has it).
-class EveryOperation : public ::testing::TestWithParam<PostInterface> {
+class EveryOperation : public ::testing::TestWithParam<PostInterface>, protected ChannelPairMemory {
  protected:
+  EveryOperation() : ChannelPairMemory(kSize) {}
   static constexpr std::size_t kSize = 16384;
 
   void SetUp() override {
@@ -99,17 +100,9 @@ class EveryOperation : public ::testing::TestWithParam<PostInterface> {
                       std::span(buffer_b).subspan(to, length));
   }
 
-  Context context = open_test_device();
-  ProtectionDomain pd{context};
   CompletionQueue probe_cq{context, 16};
   bool available = false;
   PostInterface interface = PostInterface::classic;
-  std::vector<std::byte> buffer_a = std::vector<std::byte>(kSize);
-  std::vector<std::byte> buffer_b = std::vector<std::byte>(kSize);
-  MemoryRegion mr_a = pd.register_remote_accessible(buffer_a, RemoteAccess::all());
-  MemoryRegion mr_b = pd.register_remote_accessible(buffer_b, RemoteAccess::all());
-  std::optional<Channel> a;
-  std::optional<Channel> b;
 };
 
 TEST_P(EveryOperation, SendsInlineAndNotWithAndWithoutImmediate) {
