@@ -651,9 +651,12 @@ bool atomic_passes(const detail::QueuePairCore& core, const SendRequest& request
                                std::to_string(core.max_inline_data));
     }
   }
-  if (const auto& remote = request.remote(); remote && request.byte_length() > remote->length()) {
+  // The compare passes_check() makes (a send's limit is the largest value); the region is
+  // rebuilt only for the message.
+  if (request.byte_length() > request.remote_limit()) {
     reject_send(request, "moves " + std::to_string(request.byte_length()) +
-                             " bytes, more than its " + remote->to_string() + " holds (the " +
+                             " bytes, more than its " + request.remote()->to_string() +
+                             " holds (the " +
                              (request.opcode() == SendOpcode::rdma_write ||
                                       request.opcode() == SendOpcode::rdma_write_with_immediate
                                   ? "destination"
