@@ -128,17 +128,6 @@ ChannelCore::~ChannelCore() {
   if (monitor_) monitor_->disconnect();
 }
 
-bool ChannelCore::settle_untracked(std::uint64_t wr_id) {
-  const WorkCompletion* handed = take_first(wr_id);
-  if (handed == nullptr) return false;
-  if (handed->ok()) [[likely]]
-    return true;
-  // Failed: into a slot, for the handle's owner to take (`handed` points into the poll batch,
-  // which only the next poll overwrites).
-  occupy(wr_id, State::arrived, true, false).completion = *handed;
-  return false;
-}
-
 bool ChannelCore::settle_slowly(Slot& ring, std::uint64_t wr_id) {
   Slot* slot = find(ring, wr_id);
   if (slot != nullptr && slot->state == State::arrived && !slot->orphaned) {

@@ -667,6 +667,17 @@ inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpco
   return false;
 }
 
+[[gnu::always_inline]] inline bool ChannelCore::settle_untracked(std::uint64_t wr_id) {
+  const WorkCompletion* handed = take_first(wr_id);
+  if (handed == nullptr) return false;
+  if (handed->ok()) [[likely]]
+    return true;
+  // Failed: into a slot, for the handle's owner to take (`handed` points into the poll batch,
+  // which only the next poll overwrites).
+  occupy(wr_id, State::arrived, true, false).completion = *handed;
+  return false;
+}
+
 [[gnu::always_inline]] inline const WorkCompletion* ChannelCore::try_take(std::uint64_t wr_id,
                                                                           bool& tracked) {
   if (wr_id == untracked_) {  // posted last, not polled since: the blocking calls' first look
