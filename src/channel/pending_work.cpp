@@ -62,13 +62,13 @@ std::optional<WorkCompletion> PendingWork::wait_for(Duration timeout) {
   return completion_;
 }
 
-WorkCompletion PendingWork::wait() {
+const WorkCompletion& PendingWork::wait() & {
   // The common case first: complete by now, or by one poll.
   if (!completion_ && core_) [[likely]] {
     if (const WorkCompletion* taken = core_->take(wr_id_)) {
       completion_ = *taken;
       if (taken->ok()) [[likely]]
-        return *taken;
+        return *completion_;
     }
   }
   return wait_rest();
@@ -76,12 +76,12 @@ WorkCompletion PendingWork::wait() {
 
 // Out of line, so that wait()'s first look stays a small frame. A failure taken by wait() is thrown
 // by wait_for() below, which finds it in completion_.
-[[gnu::noinline]] WorkCompletion PendingWork::wait_rest() {
+[[gnu::noinline]] const WorkCompletion& PendingWork::wait_rest() {
   if (!core_ && !completion_) {
     throw Error(ErrorKind::state, "PendingWork::wait", EINVAL, "the handle was moved from");
   }
   const Duration limit = completion_ ? Duration{} : core_->timeouts().operation;
-  if (auto completion = wait_for(limit)) return *completion;
+  if (wait_for(limit)) return *completion_;
   throw Error(ErrorKind::timeout, "PendingWork::wait", ETIMEDOUT,
               "wr_id " + std::to_string(wr_id_) + " did not complete within " +
                   detail::duration_text(limit),

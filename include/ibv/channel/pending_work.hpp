@@ -54,8 +54,12 @@ class [[nodiscard]] PendingWork {
   [[nodiscard]] std::optional<WorkCompletion> poll();
   /// Waits for the completion, at most the channel's default timeout. Throws ibv::WorkError
   /// if it failed, ibv::Error (timeout) if it did not arrive in time (the request stays
-  /// pending: wait again, or let the destructor deal with it).
-  WorkCompletion wait();
+  /// pending: wait again, or let the destructor deal with it). Returns a reference to the
+  /// completion the handle keeps: valid while the handle lives and is not moved from (as
+  /// std::optional::value()).
+  const WorkCompletion& wait() &;
+  /// wait() of a temporary handle (`channel.post(op).wait()`): the completion by value.
+  WorkCompletion wait() && { return wait(); }  // *this is an lvalue here: the overload above
   /// Waits at most `timeout` (0: polls once); nullopt if the completion did not arrive in time.
   /// Throws ibv::WorkError if it failed, ibv::Error (invalid_argument) naming the timeout when
   /// it is negative (the request stays pending).
@@ -92,7 +96,7 @@ class [[nodiscard]] PendingWork {
   void forget_core() noexcept { core_.reset(); }
   void settle() noexcept;
   /// wait() past its first look: a failure, a moved-from handle, or the wait itself.
-  WorkCompletion wait_rest();
+  const WorkCompletion& wait_rest();
   /// Takes the completion in if it has arrived (one poll, as poll()); whether the handle has it
   /// now. poll() without the copy.
   bool refresh();
