@@ -182,6 +182,19 @@ void check_timeout(const Channel::Timeout& timeout, std::string_view operation) 
                                  "nothing was posted");
 }
 
+/// What a blocking call checks before it posts: its timeout, and that it is signaled (it waits
+/// for its own completion).
+[[gnu::noinline]] void check_blocking(const Channel::Timeout& timeout, PostOptions options,
+                                      std::string_view operation) {
+  check_timeout(timeout, operation);
+  if (!options.signaled) {
+    throw_invalid_argument(detail::QualifiedName{"Channel::", operation}.joined(),
+                           "PostOptions::signaled false",
+                           "a blocking call waits for its own completion; post() an unsignaled "
+                           "request instead (nothing was posted)");
+  }
+}
+
 /// The rest of a blocking call's wait for `wr_id`, once its first poll (take_fresh) gave
 /// `fresh` (null when it did not bring the completion): the completion, WorkError if it failed,
 /// and on timeout an Error after cancelling the request (detail::give_up). Out of line: a
@@ -292,28 +305,37 @@ PendingWork Channel::post_request(SendRequest& request, PostOptions options) {
   return {core_, core_->post_send(request, options)};
 }
 
-PendingWork Channel::post_and_look(SendRequest& request) {
+template <bool with_options>
+PendingWork Channel::post_and_look(SendRequest& request, PostOptions options) {
+  if (!with_options) options = {};
   detail::ChannelCore& core = *core_;
-  const std::uint64_t wr_id = core.post_send(request, {});
+  const std::uint64_t wr_id = core.post_send(request, options);
   if (const WorkCompletion* fresh = core.take_first(wr_id)) [[likely]]
     return {core_, wr_id, *fresh};
   return {core_, wr_id};  // take_first() has tracked it
 }
+template PendingWork Channel::post_and_look<false>(SendRequest&, PostOptions);
+template PendingWork Channel::post_and_look<true>(SendRequest&, PostOptions);
 
 PendingWork Channel::post(const op::Receive& operation, PostOptions /*options*/) {
   return {core_, core_->post_receive(operation.into)};
 }
 
-WorkCompletion Channel::execute_request(SendRequest& request, Timeout timeout) {
-  if (timeout) [[unlikely]]
-    check_timeout(timeout, detail::operation_name(request.opcode()));
+template <bool with_options>
+WorkCompletion Channel::execute_request(SendRequest& request, PostOptions options,
+                                        Timeout timeout) {
+  if (!with_options) options = {};
+  if (timeout || !options.signaled) [[unlikely]]
+    check_blocking(timeout, options, detail::operation_name(request.opcode()));
   detail::ChannelCore& core = *core_;
-  const std::uint64_t wr_id = core.post_send(request, {});
+  const std::uint64_t wr_id = core.post_send(request, options);
   const WorkCompletion* fresh = core.take_first(wr_id);
   if (fresh != nullptr && fresh->ok()) [[likely]]
     return *fresh;
   return await_rest(core, wr_id, fresh, timeout, detail::operation_name(request.opcode()));
 }
+template WorkCompletion Channel::execute_request<false>(SendRequest&, PostOptions, Timeout);
+template WorkCompletion Channel::execute_request<true>(SendRequest&, PostOptions, Timeout);
 
 WorkCompletion Channel::execute(const op::Receive& operation, Timeout timeout) {
   check_timeout(timeout, "receive");

@@ -2,7 +2,8 @@
 // device grants, small sends and writes posted inline (seen by the channel's inline_posts()
 // counter, and by what only inline data can do: a source the device has no key for, and a
 // source overwritten right after the post, still deliver the original bytes), larger ones,
-// reads and atomics not inline, and InlinePolicy::never / always as the opt-out and opt-in.
+// reads and atomics not inline, and InlinePolicy::never / always as the opt-out and opt-in, on
+// the unpolled, scoped, blocking and coroutine calls alike (the last two always signaled).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -11,11 +12,16 @@
 #include <cstdio>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "device_fixture.hpp"
+#include "ibv/coro/async_channel.hpp"
+#include "ibv/coro/event_loop.hpp"
+#include "ibv/coro/task.hpp"
+#include "support/error_matchers.hpp"
 
 namespace ibv::test {
 namespace {
@@ -117,6 +123,65 @@ TEST_F(AutoInline, NeverOptsOutAndAlwaysOptsIn) {
   EXPECT_EQ(a->inline_posts(), 2U);
   EXPECT_TRUE(same_bytes(std::span(buffer_a).first(32), std::span(buffer_b).subspan(64, 32)));
   EXPECT_TRUE(same_bytes(std::span(buffer_a).first(32), std::span(buffer_b).subspan(128, 32)));
+}
+
+TEST_F(AutoInline, BlockingAndCoroutineCallsTakeTheOptionsToo) {
+  fill_pattern(std::span(buffer_a).first(32), 6);
+  const Channel::Timeout timeout = 5s;
+  EXPECT_TRUE(a->execute(op::Write{gather_a(32), mr_b.remote()},
+                         {.inline_data = InlinePolicy::never}, timeout)
+                  .ok());
+  EXPECT_EQ(a->inline_posts(), 0U);
+  EXPECT_TRUE(same_bytes(std::span(buffer_a).first(32), std::span(buffer_b).first(32)));
+  EXPECT_TRUE(a->execute(op::Write{gather_a(32), mr_b.remote().sub_region(64, 32)},
+                         {.inline_data = InlinePolicy::always})
+                  .ok());
+  EXPECT_EQ(a->inline_posts(), 1U);
+  EXPECT_TRUE(same_bytes(std::span(buffer_a).first(32), std::span(buffer_b).subspan(64, 32)));
+
+  auto writes = [&]() -> Task<> {  // kept alive while its coroutine runs (it captures)
+    co_await async(*a, op::Write{gather_a(32), mr_b.remote().sub_region(128, 32)},
+                   {.inline_data = InlinePolicy::never});
+    co_await async(*a, op::Write{gather_a(32), mr_b.remote().sub_region(192, 32)},
+                   {.inline_data = InlinePolicy::always}, timeout);
+  };
+  EventLoop loop;
+  loop.spawn(writes());
+  EXPECT_TRUE(loop.run(30s));
+  EXPECT_EQ(a->inline_posts(), 2U);
+  EXPECT_TRUE(same_bytes(std::span(buffer_a).first(32), std::span(buffer_b).subspan(128, 32)));
+  EXPECT_TRUE(same_bytes(std::span(buffer_a).first(32), std::span(buffer_b).subspan(192, 32)));
+}
+
+TEST_F(AutoInline, ABlockingOrCoroutineCallRefusesUnsignaledOptionsBeforePosting) {
+  fill_pattern(std::span(buffer_a).first(32), 7);
+  const std::span<const std::byte> untouched = std::span(buffer_b).subspan(256, 32);
+  const std::vector<std::byte> before(untouched.begin(), untouched.end());
+  const auto destination = mr_b.remote().sub_region(256, 32);
+  EXPECT_TRUE(ibv_test::throws_error(
+      ErrorKind::invalid_argument,
+      [&] {
+        (void)a->execute(op::Write{gather_a(32), destination}, {.signaled = false});
+      },
+      {"Channel::write", "PostOptions::signaled false", "nothing was posted"}));
+  bool refused = false;
+  auto unsignaled = [&]() -> Task<> {
+    try {
+      co_await async(*a, op::Write{gather_a(32), destination}, {.signaled = false});
+    } catch (const Error& error) {
+      refused = error.kind() == ErrorKind::invalid_argument &&
+                std::string(error.what()).find("ibv::async") != std::string::npos;
+    }
+  };
+  EventLoop loop;
+  loop.spawn(unsignaled());
+  EXPECT_TRUE(loop.run(30s));
+  EXPECT_TRUE(refused);
+  // Nothing was posted: no write arrived, none went inline, and the channel works on.
+  EXPECT_TRUE(same_bytes(before, untouched));
+  EXPECT_EQ(a->inline_posts(), 0U);
+  EXPECT_TRUE(a->execute(op::Write{gather_a(32), destination}).ok());
+  EXPECT_TRUE(same_bytes(std::span(buffer_a).first(32), untouched));
 }
 
 TEST_F(AutoInline, AnExplicitSizeIsAskedForExactly) {

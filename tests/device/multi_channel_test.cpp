@@ -2,7 +2,8 @@
 // one protection domain, connected in this process), each with its own registered buffer.
 // - building and handshaking: argument checks, endpoints per peer, a missing peer;
 // - every peer-addressed operation in the three styles, and scatter send, gather receive,
-//   scatter write, gather read and multicast, data checked byte by byte;
+//   scatter write, gather read and multicast, data checked byte by byte; PostOptions on the
+//   blocking calls;
 // - remote regions tagged with their peer: using one with another peer is an error and posts
 //   nothing, also when it is one element of a batch;
 // - failures of a batch name the peer they came from; a batch that times out cancels its
@@ -156,6 +157,29 @@ TEST_F(MultiChannelTest, BlockingSendReceiveWriteReadWithEachPeer) {
     nodes[0].read(peer, back, remote_of[peer].sub_region(kChunk * 2, 1024));
     EXPECT_TRUE(same_bytes(chunk(0, peer), chunk(0, 5 + peer)));
   }
+}
+
+TEST_F(MultiChannelTest, BlockingCallsTakePostOptionsAsTheChannelsDo) {
+  fill_pattern(buffers[0], 9);
+  const std::array from{mrs[0].gather(chunk(0, 0, 64))};
+  const auto destination = remote_of[1].region().sub_region(kChunk * 3, 64);
+  const Channel& to_peer = nodes[0].channel(1);
+  EXPECT_TRUE(
+      nodes[0].execute(1, op::Write{from, destination}, {.inline_data = InlinePolicy::never}).ok());
+  EXPECT_EQ(to_peer.inline_posts(), 0U);
+  EXPECT_TRUE(
+      nodes[0]
+          .execute(1, op::Write{from, destination}, {.inline_data = InlinePolicy::always}, 5s)
+          .ok());
+  EXPECT_EQ(to_peer.inline_posts(), 1U);
+  EXPECT_TRUE(same_bytes(chunk(0, 0, 64), chunk(1, 3).first(64)));
+  EXPECT_TRUE(
+      throws_error(ErrorKind::invalid_argument,
+                   [&] {
+                     (void)nodes[0].execute(1, op::Write{from, destination}, {.signaled = false});
+                   },
+                   {"PostOptions::signaled false", "nothing was posted"}));
+  EXPECT_EQ(to_peer.inline_posts(), 1U);
 }
 
 TEST_F(MultiChannelTest, ImmediatesArriveFromTheRightPeer) {

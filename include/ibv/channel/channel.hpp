@@ -174,7 +174,16 @@ class Channel {
   template <op::SendOperation Operation>
   WorkCompletion execute(const Operation& operation, Timeout timeout = {}) {
     SendRequest request = operation.request(0);
-    return execute_request(request, timeout);
+    return execute_request<false>(request, {}, timeout);
+  }
+  /// execute() posted as `options` say: PostOptions::inline_data (`never` for device memory,
+  /// whose addresses are not CPU addresses; `always` or `never` to match another tool's inline
+  /// size). A blocking call waits for its own completion, so `options.signaled` false throws
+  /// ibv::Error (invalid_argument) before anything is posted.
+  template <op::SendOperation Operation>
+  WorkCompletion execute(const Operation& operation, PostOptions options, Timeout timeout = {}) {
+    SendRequest request = operation.request(0);
+    return execute_request<true>(request, options, timeout);
   }
   /// Blocking receive: posts op::Receive and waits for the message, as execute() above.
   WorkCompletion execute(const op::Receive& operation, Timeout timeout = {});
@@ -358,14 +367,21 @@ class Channel {
   friend struct detail::CoroutinePost;
   /// The one blocking path and the one unpolled path of every send-queue operation: `request`
   /// (made by the operation under wr_id 0) gets the channel's wr_id, is checked once and posted.
-  WorkCompletion execute_request(SendRequest& request, Timeout timeout);
+  ///
+  /// `with_options` false (every call but the ones given PostOptions): `options` are the
+  /// default ones, known when compiled, so those calls pay nothing for the options they do not
+  /// take.
+  template <bool with_options>
+  WorkCompletion execute_request(SendRequest& request, PostOptions options, Timeout timeout);
   PendingWork post_request(SendRequest& request, PostOptions options);
-  /// post_request() (signaled, default options) with a first look for the completion: one poll
-  /// at once, as execute_request() makes, so the handle is complete already if that poll
-  /// brought it, and then never took a slot in the channel's books. The coroutine calls' post,
-  /// whose co_await follows at once (a plain post() polls nothing: code that overlaps work
-  /// with its requests would pay an empty poll per post).
-  PendingWork post_and_look(SendRequest& request);
+  /// post_request() with a first look for the completion: one poll at once, as
+  /// execute_request() makes, so the handle is complete already if that poll brought it, and
+  /// then never took a slot in the channel's books. The coroutine calls' post, whose co_await
+  /// follows at once (a plain post() polls nothing: code that overlaps work with its requests
+  /// would pay an empty poll per post). `options` are signaled: the caller has checked them;
+  /// `with_options` as execute_request()'s.
+  template <bool with_options>
+  PendingWork post_and_look(SendRequest& request, PostOptions options);
 
   detail::CoreOwner core_;
 };

@@ -35,7 +35,8 @@ struct PostOptions {
   /// (ScopeBase::post_all), true asks for one completion per doorbell, the list's last
   /// request's.
   bool signaled = true;
-  /// Inline or not (see InlinePolicy); by default automatic, also for the blocking calls.
+  /// Inline or not (see InlinePolicy); by default automatic. The blocking calls take options
+  /// too (Channel::execute(operation, options)); they are always signaled.
   InlinePolicy inline_data = InlinePolicy::automatic;
 };
 

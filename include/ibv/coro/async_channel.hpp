@@ -27,6 +27,9 @@ namespace detail {
 /// Throws the ibv::Error (invalid_argument) of a coroutine call given a `timeout` that is not
 /// positive, naming `operation`; nothing was posted.
 [[noreturn]] void throw_bad_async_timeout(Duration timeout, const char* operation);
+/// Throws the ibv::Error (invalid_argument) of a coroutine call given unsignaled PostOptions
+/// (it waits for its own completion), naming `operation`; nothing was posted.
+[[noreturn]] void throw_unsignaled_async(const char* operation);
 
 /// Every coroutine call's one mechanism: checks `timeout`, when given, before anything is
 /// posted, then awaits the request that `post()` posts, its handle made in place, for at most
@@ -44,33 +47,38 @@ AsyncWork await_post(const Channel::Timeout& timeout, const char* name, Post&& p
 /// for its completion (Channel::post_and_look), as a blocking call's is; a receive, whose
 /// message is rarely there yet, as Channel::post posts it.
 struct CoroutinePost {
-  template <op::SendOperation Operation>
-  static PendingWork post(Channel& channel, const Operation& operation) {
+  template <bool with_options, op::SendOperation Operation>
+  static PendingWork post(Channel& channel, const Operation& operation, PostOptions options) {
     SendRequest request = operation.request(0);
-    return channel.post_and_look(request);
+    return channel.post_and_look<with_options>(request, options);
   }
-  static PendingWork post(Channel& channel, const op::Receive& operation) {
+  template <bool with_options>
+  static PendingWork post(Channel& channel, const op::Receive& operation, PostOptions /*options*/) {
     return channel.post(operation);
   }
 };
 
 /// The AsyncWork of `operation` posted as a coroutine call posts it (CoroutinePost) on the
-/// Channel that `channel()` returns once `timeout` has passed its check (a MultiChannel's
-/// named calls check their peer there).
-template <op::Operation Operation, typename GetChannel>
+/// Channel that `channel()` returns once `timeout` and `options` have passed their checks (a
+/// MultiChannel's named calls check their peer there). `with_options`: `options` were given
+/// (as Channel::execute_request's).
+template <bool with_options = false, op::Operation Operation, typename GetChannel>
 AsyncWork await_operation(const Channel::Timeout& timeout, const char* name, GetChannel&& channel,
-                          const Operation& operation) {
+                          const Operation& operation, PostOptions options = {}) {
+  if (with_options && !options.signaled) [[unlikely]]
+    throw_unsignaled_async(name);
   return await_post(
-      timeout, name, [&] { return CoroutinePost::post(channel(), operation); },
+      timeout, name,
+      [&] { return CoroutinePost::post<with_options>(channel(), operation, options); },
       op::SendOperation<Operation>);
 }
 
 /// async() under the name `operation` (a string literal) in errors.
-template <op::Operation Operation>
+template <bool with_options = false, op::Operation Operation>
 AsyncWork async_post(Channel& channel, const Operation& operation, Channel::Timeout timeout,
-                     const char* name) {
-  return await_operation(
-      timeout, name, [&]() -> Channel& { return channel; }, operation);
+                     const char* name, PostOptions options = {}) {
+  return await_operation<with_options>(
+      timeout, name, [&]() -> Channel& { return channel; }, operation, options);
 }
 }  // namespace detail
 
@@ -86,6 +94,14 @@ AsyncWork async_post(Channel& channel, const Operation& operation, Channel::Time
 template <op::Operation Operation>
 AsyncWork async(Channel& channel, const Operation& operation, Channel::Timeout timeout = {}) {
   return detail::async_post(channel, operation, timeout, "ibv::async");
+}
+/// async() posted as `options` say (PostOptions::inline_data), as Channel::execute(operation,
+/// options): a coroutine call waits for its own completion, so `options.signaled` false throws
+/// ibv::Error (invalid_argument) before anything is posted. Receives ignore the options.
+template <op::Operation Operation>
+AsyncWork async(Channel& channel, const Operation& operation, PostOptions options,
+                Channel::Timeout timeout = {}) {
+  return detail::async_post<true>(channel, operation, timeout, "ibv::async", options);
 }
 
 // The operations by name: async() of the operation.

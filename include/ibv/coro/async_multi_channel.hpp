@@ -23,6 +23,14 @@ AsyncWork async(MultiChannel& channels, std::uint32_t peer, const Operation& ope
                 MultiChannel::Timeout timeout = {}) {
   return detail::async_post(channels.channel(peer), operation, timeout, "ibv::async");
 }
+/// async(channels, peer, operation) posted as `options` say, as async(channel, operation,
+/// options).
+template <op::Operation Operation>
+AsyncWork async(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
+                PostOptions options, MultiChannel::Timeout timeout = {}) {
+  return detail::async_post<true>(channels.channel(peer), operation, timeout, "ibv::async",
+                                  options);
+}
 
 // As the Channel forms (async_channel.hpp), with the peer checked as MultiChannel's blocking
 // calls check it (this rank, or not below the world size, or a region tagged with another peer:

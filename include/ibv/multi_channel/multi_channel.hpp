@@ -214,6 +214,12 @@ class MultiChannel {
   WorkCompletion execute(std::uint32_t peer, const Operation& operation, Timeout timeout = {}) {
     return channel(peer).execute(operation, timeout);
   }
+  /// execute() posted as `options` say, as Channel::execute(operation, options, timeout).
+  template <op::SendOperation Operation>
+  WorkCompletion execute(std::uint32_t peer, const Operation& operation, PostOptions options,
+                         Timeout timeout = {}) {
+    return channel(peer).execute(operation, options, timeout);
+  }
   /// Unpolled, one peer, any operation: channel(peer).post(); checked as execute().
   template <op::Operation Operation>
   PendingWork post(std::uint32_t peer, const Operation& operation, PostOptions options = {}) {
