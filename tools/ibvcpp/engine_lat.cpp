@@ -1,7 +1,9 @@
 // Latency loops of ibvcpp perf, shaped like perftest's run_iter_lat_write (a ping-pong of RDMA
 // writes, each side polling the last byte of its inbox for the peer's counter),
 // run_iter_lat_send (a ping-pong of sends) and run_iter_lat (a sequence of blocking reads).
-// The client starts the ping-pong and timestamps each of its posts.
+// The client starts the ping-pong and timestamps each of its posts. Each write, send and read
+// is a blocking call (Channel::execute with the run's inline policy): the library's shortest
+// path from post to completion, bounded by the channel's operation timeout (--timeout).
 #include <array>
 #include <atomic>
 #include <exception>
@@ -36,9 +38,9 @@ void await_byte(const std::atomic_ref<std::byte>& cell, std::byte expected, cons
   }
 }
 
-/// Spins on `work` until it completes (poll(): one look at the completion queue per turn, no
-/// clock read, unlike PendingWork::wait()); a failed completion throws ibv::WorkError, no
-/// completion within the timeout a ToolError.
+/// Spins on `work` (a receive posted ahead) until it completes (poll(): one look at the completion
+/// queue per turn, no clock read, unlike PendingWork::wait()); a failed completion throws
+/// ibv::WorkError, no completion within the timeout a ToolError.
 void await(ibv::PendingWork& work, const Session& session, std::string_view what) {
   StallWatch watch(session.timeout_ns(), kCheckMask);
   while (true) {
@@ -88,8 +90,7 @@ std::vector<std::int64_t> write_pingpong(Session& session, std::uint64_t size) {
           heartbeat.beat(posted[sent]);
         }
         mark = counter(++sent);
-        auto work = channel.post_write(gather, remote, post);
-        await(work, session, "an RDMA write");
+        (void)channel.execute(ibv::op::Write{gather, remote}, post);
       }
     }
   } catch (const std::exception& error) {
@@ -135,8 +136,7 @@ std::vector<std::int64_t> send_pingpong(Session& session, std::uint64_t size) {
           heartbeat.beat(posted[sent]);
         }
         ++sent;
-        auto work = channel.post_send(gather, post);
-        await(work, session, "a send");
+        (void)channel.execute(ibv::op::Send{gather}, post);
       }
     }
   } catch (const std::exception& error) {
@@ -159,8 +159,7 @@ std::vector<std::int64_t> read_sequence(Session& session, std::uint64_t size) {
     for (auto& t : posted) {
       t = now_ns();
       heartbeat.beat(t);
-      auto work = channel.post_read(into, remote);
-      await(work, session, "an RDMA read");
+      (void)channel.execute(ibv::op::Read{into, remote});
     }
   } catch (const std::exception& error) {
     abort_run(error.what());
