@@ -189,9 +189,9 @@ void check_timeout(const Channel::Timeout& timeout, std::string_view operation) 
   check_timeout(timeout, operation);
   if (!options.signaled) {
     throw_invalid_argument(detail::QualifiedName{"Channel::", operation}.joined(),
-                           "PostOptions::signaled false",
-                           "a blocking call waits for its own completion; post() an unsignaled "
-                           "request instead (nothing was posted)");
+                           "PostOptions::signaled",
+                           "is false: a blocking call waits for its own completion; post() an "
+                           "unsignaled request instead (nothing was posted)");
   }
 }
 

@@ -13,9 +13,9 @@ void detail::throw_bad_async_timeout(Duration timeout, const char* operation) {
 }
 
 void detail::throw_unsignaled_async(const char* operation) {
-  throw_invalid_argument(operation, "PostOptions::signaled false",
-                         "a coroutine call waits for its own completion; post() an unsignaled "
-                         "request instead (nothing was posted)");
+  throw_invalid_argument(operation, "PostOptions::signaled",
+                         "is false: a coroutine call waits for its own completion; post() an "
+                         "unsignaled request instead (nothing was posted)");
 }
 
 namespace {

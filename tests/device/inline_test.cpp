@@ -163,7 +163,7 @@ TEST_F(AutoInline, ABlockingOrCoroutineCallRefusesUnsignaledOptionsBeforePosting
       [&] {
         (void)a->execute(op::Write{gather_a(32), destination}, {.signaled = false});
       },
-      {"Channel::write", "PostOptions::signaled false", "nothing was posted"}));
+      {"Channel::write", "PostOptions::signaled is false", "nothing was posted"}));
   bool refused = false;
   auto unsignaled = [&]() -> Task<> {
     try {

@@ -178,7 +178,7 @@ TEST_F(MultiChannelTest, BlockingCallsTakePostOptionsAsTheChannelsDo) {
                    [&] {
                      (void)nodes[0].execute(1, op::Write{from, destination}, {.signaled = false});
                    },
-                   {"PostOptions::signaled false", "nothing was posted"}));
+                   {"PostOptions::signaled is false", "nothing was posted"}));
   EXPECT_EQ(to_peer.inline_posts(), 1U);
 }
 

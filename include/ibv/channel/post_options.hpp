@@ -35,8 +35,9 @@ struct PostOptions {
   /// (ScopeBase::post_all), true asks for one completion per doorbell, the list's last
   /// request's.
   bool signaled = true;
-  /// Inline or not (see InlinePolicy); by default automatic. The blocking calls take options
-  /// too (Channel::execute(operation, options)); they are always signaled.
+  /// Inline or not (see InlinePolicy); by default automatic. The blocking and coroutine calls
+  /// take options too (Channel::execute(operation, options), ibv::async(channel, operation,
+  /// options)); they are always signaled.
   InlinePolicy inline_data = InlinePolicy::automatic;
 };
 
