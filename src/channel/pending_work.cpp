@@ -47,7 +47,7 @@ bool PendingWork::refresh() {
 }
 
 // Flattened: refresh() in line, one frame per poll of a spinning caller.
-[[gnu::flatten]] std::optional<WorkCompletion> PendingWork::poll() {
+[[gnu::flatten]] const std::optional<WorkCompletion>& PendingWork::poll() & {
   refresh();
   return completion_;
 }

@@ -50,8 +50,11 @@ class [[nodiscard]] PendingWork {
     if (core_ && !completion_) settle();
   }
 
-  /// The completion if it has arrived, else nullopt. Never blocks.
-  [[nodiscard]] std::optional<WorkCompletion> poll();
+  /// The completion if it has arrived, else nullopt. Never blocks. A reference to what the
+  /// handle keeps, as wait()'s; a temporary's poll() gives a copy.
+  [[nodiscard]] const std::optional<WorkCompletion>& poll() &;
+  /// poll() of a temporary handle: the completion by value.
+  [[nodiscard]] std::optional<WorkCompletion> poll() && { return poll(); }
   /// Waits for the completion, at most the channel's default timeout. Throws ibv::WorkError
   /// if it failed, ibv::Error (timeout) if it did not arrive in time (the request stays
   /// pending: wait again, or let the destructor deal with it). Returns a reference to the
