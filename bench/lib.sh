@@ -34,3 +34,25 @@ bench_command() {
   text=$(printf '%q ' "$program" "$@")
   echo "${text% }"
 }
+
+# bench_carry_env PREFIX...: testbed/run passes only IBV_* and GTEST_* variables into the
+# guest, so a script that re-runs itself there would lose its own overrides (BENCH_LAT_REPEAT,
+# WAIT_BENCH_GAPS, ...). On the host, before testbed/run: exports every variable whose name
+# starts with a PREFIX as IBV_CARRIED_<name>. bench_restore_env, in the guest, sets them back.
+bench_carry_env() {
+  local prefix name
+  for prefix in "$@"; do
+    while IFS= read -r name; do
+      if [[ $name == "$prefix"* ]]; then export "IBV_CARRIED_$name=${!name}"; fi
+    done < <(compgen -e)
+  done
+}
+
+# bench_restore_env: sets every IBV_CARRIED_<name> back as <name> (see bench_carry_env). Call
+# it before the script reads its overrides; on the host there is none, and it does nothing.
+bench_restore_env() {
+  local carried
+  while IFS= read -r carried; do
+    if [[ $carried == IBV_CARRIED_* ]]; then export "${carried#IBV_CARRIED_}=${!carried}"; fi
+  done < <(compgen -e)
+}
