@@ -669,6 +669,15 @@ bool atomic_passes(const detail::QueuePairCore& core, const SendRequest& request
     reject_send(request, *refusal);
   }
 }
+
+// One batch of the extended post interface: every request of `requests` (each takes_extended)
+// between ibv_wr_start and ibv_wr_complete. ibv_wr_complete's result: all or nothing, a
+// failure discards every request of the batch.
+int post_batch(ibv_qp_ex* qpx, std::span<const SendRequest> requests) noexcept {
+  ibv_wr_start(qpx);
+  for (const SendRequest& request : requests) detail::put_extended(qpx, request);
+  return ibv_wr_complete(qpx);
+}
 }  // namespace
 
 void QueuePair::check(const SendRequest& request) const {
@@ -693,10 +702,7 @@ void QueuePair::post_send(std::span<SendRequest> requests) const {
 }
 
 void QueuePair::post_extended(const SendRequest& request) const {
-  ibv_qp_ex* qpx = core_->qpx;
-  ibv_wr_start(qpx);
-  detail::put_extended(qpx, request);
-  if (const int rc = ibv_wr_complete(qpx); rc != 0) [[unlikely]] {
+  if (const int rc = post_batch(core_->qpx, std::span(&request, 1)); rc != 0) [[unlikely]] {
     detail::throw_post_failure("ibv_wr_complete", qp_number(), rc, request.wr_id());
   }
 }
@@ -708,10 +714,7 @@ ListPosted QueuePair::post(CheckedList<SendRequest> list) const noexcept {
   if (std::ranges::all_of(requests, [qpx](const SendRequest& request) {
         return detail::takes_extended(qpx, request.element_count());
       })) [[unlikely]] {  // not the default (PostInterface::classic)
-    ibv_wr_start(qpx);
-    for (const SendRequest& request : requests) detail::put_extended(qpx, request);
-    // All or nothing: a failure discards every request since ibv_wr_start.
-    if (const int rc = ibv_wr_complete(qpx); rc != 0) [[unlikely]]
+    if (const int rc = post_batch(qpx, requests); rc != 0) [[unlikely]]
       return {0, rc};
     return {requests.size(), 0};
   }
