@@ -3,7 +3,8 @@
 // differ 2 on both sides), `devices`, and a short real run of each of the six perf tests,
 // server and client on the test device over 127.0.0.1, with the JSON report checked, a run
 // with -R (queue pairs connected by rdma_cm at IBV_TEST_IP), runs with a post list (-l)
-// and CQ moderation (-Q), and runs started by Open MPI's mpirun as a launched pair (the ranks
+// and CQ moderation (-Q), runs of each post interface (--post-interface, chosen per side),
+// and runs started by Open MPI's mpirun as a launched pair (the ranks
 // meet through PMIx, or the rendezvous in a build without PMIx; only rank 0 reports).
 //
 // The binary is looked up next to this test binary (build/<preset>/bin); the tests skip when it
@@ -359,6 +360,46 @@ TEST_F(IbvcppTool, PostListAndCqModerationRun) {
   ASSERT_EQ(server_status, 0) << both;
   EXPECT_TRUE(contains(sender.out(), " Post List       : 8\n CQ Moderation   : 8\n")) << both;
   EXPECT_TRUE(contains(sender.out(), " 64         200")) << both;  // the row: size, iterations
+}
+
+// --- --post-interface: each side posts its own way ---------------------------------------------
+
+TEST_F(IbvcppTool, PostInterfacesRunAndAreReportedPerSide) {
+  struct Case {
+    std::vector<std::string> test;
+    std::vector<std::string> options;
+    std::string client_interface;
+    std::string server_interface;
+    std::uint16_t port;
+  };
+  // A write latency run inline (single extended posts against a classic peer), and a send
+  // bandwidth run with lists of 8 (extended batches) on both sides.
+  for (const Case& run :
+       {Case{{"write", "lat"}, {"-s", "2", "-I", "64"}, "extended", "classic", 18673},
+        Case{{"send", "bw"}, {"-s", "64", "-l", "8"}, "extended", "extended", 18674}}) {
+    std::vector<std::string> options = run.options;
+    options.insert(options.end(), {"-n", "200", "--json"});
+    std::vector<std::string> server_options = options;
+    server_options.insert(server_options.end(), {"--post-interface", run.server_interface});
+    options.push_back("--post-interface=" + run.client_interface);
+    auto server = start_server(perf(run.test, run.port, server_options, false), run.port);
+    Tool client(perf(run.test, run.port, options, true), logs_.path(), "client");
+    const auto client_status = client.wait();
+    const auto server_status = server->wait();
+    const std::string both =
+        "---- server ----\n" + server->describe() + "---- client ----\n" + client.describe();
+    ASSERT_EQ(client_status, 0) << both;
+    ASSERT_EQ(server_status, 0) << both;
+    for (auto* side : {&client, server.get()}) {
+      nlohmann::json doc;
+      ASSERT_NO_THROW(doc = nlohmann::json::parse(side->out())) << both;
+      EXPECT_EQ(doc.at("post_interface"),
+                side == &client ? run.client_interface : run.server_interface)
+          << both;
+      ASSERT_EQ(doc.at("results").size(), 1U) << both;
+      EXPECT_EQ(doc.at("results")[0].at("iterations"), 200) << both;
+    }
+  }
 }
 
 // --- started by a launcher: mpirun -np 2 ibvcpp perf ... --------------------------------------

@@ -358,6 +358,24 @@ TEST(IbvcppOptions, RejectsBadPostListsAndCqModeration) {
 
 }  // namespace
 
+// --- --post-interface ----------------------------------------------------------------------
+
+namespace {
+
+TEST(IbvcppOptions, PostInterfaceIsClassicUnlessExtendedIsAsked) {
+  EXPECT_EQ(perf({"perf", "write", "bw"}).post_interface, ibv::PostInterface::classic);
+  EXPECT_EQ(perf({"perf", "write", "lat", "--post-interface", "extended"}).post_interface,
+            ibv::PostInterface::extended);
+  EXPECT_EQ(perf({"perf", "send", "bw", "--post_interface=classic"}).post_interface,
+            ibv::PostInterface::classic);
+  const auto message = usage_error({"perf", "write", "bw", "--post-interface", "new"});
+  EXPECT_TRUE(contains(message, "invalid value 'new' for --post-interface")) << message;
+  EXPECT_TRUE(contains(message, "expected classic or extended")) << message;
+  EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "--post-interface"}), "needs a value"));
+}
+
+}  // namespace
+
 // --- -R (rdma_cm) ----------------------------------------------------------------------------
 
 namespace {

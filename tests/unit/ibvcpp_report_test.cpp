@@ -107,6 +107,7 @@ TEST(IbvcppReport, HeaderOfAClient) {
   EXPECT_TRUE(contains(header, " Link type       : Ethernet\n"));
   EXPECT_TRUE(contains(header, " GID index       : 1\n"));
   EXPECT_TRUE(contains(header, " Max inline data : 0[B]\n"));
+  EXPECT_TRUE(contains(header, " Post interface  : classic\n"));
   EXPECT_FALSE(contains(header, "RX depth"));
   EXPECT_FALSE(contains(header, "Outstand reads"));
   EXPECT_TRUE(contains(header, " rdma_cm QPs\t : OFF\n Data ex. method : Ethernet\n"));
@@ -117,6 +118,14 @@ TEST(IbvcppReport, HeaderSaysWhenRdmaCmConnectedTheQueuePairs) {
   info.rdma_cm = true;
   const auto header = ibvcpp::format_header(info);
   EXPECT_TRUE(contains(header, " rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n")) << header;
+}
+
+TEST(IbvcppReport, HeaderAndJsonNameThePostInterface) {
+  auto info = write_bw_client();
+  info.post_interface = ibv::PostInterface::extended;
+  EXPECT_TRUE(contains(ibvcpp::format_header(info), " Post interface  : extended\n"));
+  const auto doc = nlohmann::json::parse(ibvcpp::format_json(info, std::vector<BwResult>{}));
+  EXPECT_EQ(doc["post_interface"], "extended");
 }
 
 TEST(IbvcppReport, HeaderOfAServerAndOfOtherTests) {
@@ -160,6 +169,7 @@ TEST(IbvcppReport, BandwidthJson) {
   EXPECT_EQ(doc["tx_depth"], 128);
   EXPECT_EQ(doc["iterations"], 2000);
   EXPECT_EQ(doc["inline_size"], 0);
+  EXPECT_EQ(doc["post_interface"], "classic");
   EXPECT_TRUE(doc.contains("version"));
   ASSERT_EQ(doc["results"].size(), 1U);
   const auto& r = doc["results"][0];

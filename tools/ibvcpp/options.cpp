@@ -33,6 +33,7 @@ enum class Opt : std::uint8_t {
   post_list,
   cq_mod,
   inline_size,
+  post_interface,
   report_gbits,
   timeout,
   rdma_cm,
@@ -45,7 +46,7 @@ struct OptionSpec {
   bool takes_value;
 };
 
-constexpr std::array<OptionSpec, 23> kOptions{{
+constexpr std::array<OptionSpec, 25> kOptions{{
     {Opt::help, 'h', "help", false},
     {Opt::verbose, 'v', "verbose", false},
     {Opt::json, '\0', "json", false},
@@ -65,6 +66,8 @@ constexpr std::array<OptionSpec, 23> kOptions{{
     {Opt::cq_mod, 'Q', "cq-mod", true},
     {Opt::inline_size, 'I', "inline_size", true},
     {Opt::inline_size, '\0', "inline-size", true},
+    {Opt::post_interface, '\0', "post-interface", true},
+    {Opt::post_interface, '\0', "post_interface", true},
     {Opt::report_gbits, '\0', "report_gbits", false},
     {Opt::report_gbits, '\0', "report-gbits", false},
     {Opt::timeout, '\0', "timeout", true},
@@ -289,6 +292,16 @@ void apply_perf_option(PerfOptions& options, const ParsedOption& option,
     case Opt::inline_size:
       options.inline_size = static_cast<std::uint32_t>(parse_number(option, 0, 65536));
       break;
+    case Opt::post_interface:
+      if (option.value == "classic") {
+        options.post_interface = ibv::PostInterface::classic;
+      } else if (option.value == "extended") {
+        options.post_interface = ibv::PostInterface::extended;
+      } else {
+        throw UsageError("invalid value '" + option.value + "' for " + option.spelling +
+                         " (expected classic or extended)");
+      }
+      break;
     case Opt::report_gbits: options.report_gbits = true; break;
     case Opt::timeout:
       options.timeout = std::chrono::seconds(parse_number(option, 1, 86400));
@@ -512,12 +525,14 @@ std::string perf_usage() {
          "  -m, --mtu=<bytes>          path MTU 256..4096 (default: the port's active MTU)\n"
          "  -t, --tx-depth=<n>         requests in flight (default 128 bw, 1 lat)\n"
          "  -q, --qp=<n>               queue pairs, bw tests (default 1)\n"
-         "  -l, --post_list=<n>        post n requests linked, with one ibv_post_send (bw\n"
-         "                             tests; default 1): -n a multiple of n, n at most -t\n"
+         "  -l, --post_list=<n>        post n requests linked, one doorbell (bw tests;\n"
+         "                             default 1): -n a multiple of n, n at most -t\n"
          "  -Q, --cq-mod=<n>           signal one request in n, 1..1024 (bw tests; default:\n"
          "                             the post list with -l, else 100, 1 above 8 KiB unless\n"
          "                             -a; at most -t); with -l, a divisor of the list\n"
          "  -I, --inline_size=<bytes>  send and write up to this size inline (default 0)\n"
+         "      --post-interface=<how> classic (ibv_post_send, the default) or extended\n"
+         "                             (ibv_wr_start .. ibv_wr_complete, perftest's default)\n"
          "      --report_gbits         bandwidth in Gb/sec (10^9 bit), not MB/sec (2^20 byte)\n"
          "      --json                 one JSON document on stdout instead of the tables\n"
          "      --timeout=<seconds>    wait at most this long for a client, and for a silent\n"

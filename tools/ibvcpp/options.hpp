@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ibv/channel/post_options.hpp"
+#include "ibv/verbs/queue_pair.hpp"
 
 namespace ibvcpp {
 
@@ -73,6 +74,10 @@ struct PerfOptions {
   /// of the post list once capped at the TX depth.
   std::optional<std::uint32_t> cq_mod;
   std::uint32_t inline_size = 0;  ///< 0 for read tests.
+  /// --post-interface: how this side's queue pairs post their send-queue requests (classic:
+  /// ibv_post_send, the library's default; extended: ibv_wr_*, perftest's). Not exchanged: each
+  /// side posts its own way.
+  ibv::PostInterface post_interface = ibv::PostInterface::classic;
   bool report_gbits = false;
   bool json = false;
   std::chrono::seconds timeout{30};

@@ -102,6 +102,7 @@ ibv::QueuePairSettings queue_pair_settings(const PerfOptions& options, const Dev
   settings.max_send_wr = ibv::QueueDepth(std::max({options.tx_depth, 2 * moderation, 2U}));
   settings.max_recv_wr = ibv::QueueDepth(options.test.verb == Verb::send ? options.rx_depth() : 1);
   settings.max_inline_data = ibv::InlineSize(options.inline_size);
+  settings.post_interface = options.post_interface;
   settings.mtu = ibv::Mtu::from_bytes(mtu);
   if (options.test.verb == Verb::send) {
     // perftest's receiver-not-ready handling: retry until receives are posted, every 0.64 ms
@@ -150,6 +151,7 @@ RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uin
   }
   info.inline_size = options.test.verb == Verb::read ? 0 : options.inline_size;
   info.outstanding_reads = options.test.verb == Verb::read ? read_depth(device.attributes) : 0;
+  info.post_interface = options.post_interface;
   info.report_gbits = options.report_gbits;
   info.rdma_cm = options.rdma_cm;
   return info;

@@ -16,6 +16,10 @@ namespace {
 
 std::string role_of(const RunInfo& info) { return info.client ? "client" : "server"; }
 
+const char* post_interface_name(ibv::PostInterface interface) {
+  return interface == ibv::PostInterface::extended ? "extended" : "classic";
+}
+
 nlohmann::ordered_json json_head(const RunInfo& info) {
   nlohmann::ordered_json doc;
   doc["tool"] = "ibvcpp";
@@ -43,6 +47,7 @@ nlohmann::ordered_json json_head(const RunInfo& info) {
   } else {
     doc["inline_size"] = info.inline_size;
   }
+  doc["post_interface"] = post_interface_name(info.post_interface);
   return doc;
 }
 
@@ -81,6 +86,7 @@ std::string format_header(const RunInfo& info) {
   } else {
     text += format_text(" Max inline data : %u[B]\n", info.inline_size);
   }
+  text += format_text(" Post interface  : %s\n", post_interface_name(info.post_interface));
   text += info.rdma_cm ? " rdma_cm QPs\t : ON\n" : " rdma_cm QPs\t : OFF\n";
   text += info.rdma_cm ? " Data ex. method : rdma_cm\n" : " Data ex. method : Ethernet\n";
   text += result_line();

@@ -29,8 +29,9 @@ struct RunInfo {
   std::uint32_t cq_moderation = 0;
   /// CQ moderation of sizes above 8 KiB, when it differs (a --sizes list that crosses 8 KiB).
   std::optional<std::uint32_t> cq_moderation_large;
-  std::uint32_t inline_size = 0;        ///< Send and write tests.
-  std::uint32_t outstanding_reads = 0;  ///< Read tests.
+  std::uint32_t inline_size = 0;                                    ///< Send and write tests.
+  std::uint32_t outstanding_reads = 0;                              ///< Read tests.
+  ibv::PostInterface post_interface = ibv::PostInterface::classic;  ///< This side's.
   bool report_gbits = false;
   bool rdma_cm = false;  ///< -R: the queue pairs were connected by rdma_cm.
 };
