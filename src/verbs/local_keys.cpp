@@ -1,14 +1,87 @@
 // LocalKeys: the registry of every memory region's local key, by device, and each protection
-// domain's cache of its own.
+// domain's cache and table of its own.
 #include "ibv/verbs/local_keys.hpp"
 
+#include <bit>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace ibv::detail {
+
+/// A set of local keys: open addressing with linear probing over atomic slots, each holding
+/// the key's tag (LocalKeys::tag), 0 (empty) or kRemoved (a key that was removed: a probe goes
+/// on past it). Written under the registry's lock, and kept at most half full (removed slots
+/// counted), so that every probe ends at an empty slot; read without a lock, by contains().
+class KeyTable {
+ public:
+  /// Empty, with 2^bits slots (1 <= bits <= 31).
+  explicit KeyTable(unsigned bits)
+      : shift_(32U - bits), mask_((std::size_t{1} << bits) - 1), slots_(mask_ + 1) {}
+
+  [[nodiscard]] std::size_t capacity() const noexcept { return mask_ + 1; }
+  /// Slots in use: keys and removed ones.
+  [[nodiscard]] std::size_t used() const noexcept { return used_; }
+
+  /// Whether the table holds `lkey` (whose tag is `tag`). Without a lock: a key added or the
+  /// table rebuilt concurrently may be missed, never one that is not there.
+  [[nodiscard]] bool contains(std::uint32_t lkey, std::uint64_t tag) const noexcept {
+    for (std::size_t i = home(lkey), probes = 0; probes <= mask_; i = (i + 1) & mask_, ++probes) {
+      const std::uint64_t held = slots_[i].load(std::memory_order_relaxed);
+      if (held == tag) return true;
+      if (held == 0) return false;
+    }
+    return false;
+  }
+  /// Adds `lkey`, which it does not hold; the caller keeps it at most half full.
+  void insert(std::uint32_t lkey, std::uint64_t tag) noexcept {
+    std::size_t i = home(lkey);
+    while (slots_[i].load(std::memory_order_relaxed) != 0) i = (i + 1) & mask_;
+    slots_[i].store(tag, std::memory_order_relaxed);
+    ++used_;
+  }
+  /// Marks `lkey` removed, if it holds it.
+  void erase(std::uint32_t lkey, std::uint64_t tag) noexcept {
+    for (std::size_t i = home(lkey), probes = 0; probes <= mask_; i = (i + 1) & mask_, ++probes) {
+      const std::uint64_t held = slots_[i].load(std::memory_order_relaxed);
+      if (held == 0) return;
+      if (held == tag) {
+        slots_[i].store(kRemoved, std::memory_order_relaxed);
+        return;
+      }
+    }
+  }
+  /// The tags it holds.
+  [[nodiscard]] std::vector<std::uint64_t> tags() const {
+    std::vector<std::uint64_t> held;
+    for (std::size_t i = 0; i <= mask_; ++i) {
+      const std::uint64_t tag = slots_[i].load(std::memory_order_relaxed);
+      if (tag != 0 && tag != kRemoved) held.push_back(tag);
+    }
+    return held;
+  }
+  /// Empties it (concurrent readers may miss keys until they are inserted again).
+  void clear() noexcept {
+    for (std::size_t i = 0; i <= mask_; ++i) slots_[i].store(0, std::memory_order_relaxed);
+    used_ = 0;
+  }
+
+ private:
+  static constexpr std::uint64_t kRemoved = ~std::uint64_t{0};  // above every tag (< 2^32 + 1)
+  [[nodiscard]] std::size_t home(std::uint32_t lkey) const noexcept {
+    return (lkey * 0x9E3779B1U) >> shift_;  // the top bits of a multiplicative hash
+  }
+
+  unsigned shift_;
+  std::size_t mask_;
+  std::vector<std::atomic<std::uint64_t>> slots_;  // value-initialized: all empty
+  std::size_t used_ = 0;
+};
+
 namespace {
 
 /// The domain of every local key registered through the library, by device (keys are unique on
@@ -24,7 +97,23 @@ Registry& registry() {
   return *instance;
 }
 
+/// A new table's size for `keys` keys: a quarter full at most, so that as many again can be
+/// added or removed before it is rebuilt; 64 slots at least.
+unsigned table_bits(std::size_t keys) noexcept {
+  return std::max(6U, static_cast<unsigned>(std::bit_width(4 * keys)));
+}
+
 }  // namespace
+
+LocalKeys::LocalKeys(const ibv_context* context) noexcept : context_(context) {}
+
+LocalKeys::~LocalKeys() = default;
+
+bool LocalKeys::holds(std::uint32_t lkey) const noexcept {
+  if (known(lkey)) return true;
+  const KeyTable* all = all_.load(std::memory_order_acquire);
+  return all != nullptr && all->contains(lkey, tag(lkey));
+}
 
 KeyOwner LocalKeys::owner(std::uint32_t lkey) const {
   Registry& all = registry();
@@ -40,7 +129,7 @@ std::optional<std::string> LocalKeys::refusal_slowly(const ibv_sge* elements,
                                                      std::size_t count) const {
   const std::span<const ibv_sge> list(elements, count);
   for (std::size_t i = 0; i < list.size(); ++i) {
-    if (!known(list[i].lkey) && owner(list[i].lkey) == KeyOwner::another_domain) {
+    if (!holds(list[i].lkey) && owner(list[i].lkey) == KeyOwner::another_domain) {
       return "has element " + std::to_string(i) + " (lkey " + std::to_string(list[i].lkey) +
              ") in a memory region registered on another protection domain than the "
              "queue's: register the buffer on the protection domain the queue pair (or "
@@ -55,6 +144,27 @@ void LocalKeys::add(std::uint32_t lkey) {
   const std::scoped_lock lock(all.mutex);
   all.owners[{context_, lkey}] = this;
   cache(lkey);
+  KeyTable* table = tables_.empty() ? nullptr : tables_.back().get();
+  if (table != nullptr && table->contains(lkey, tag(lkey))) return;  // added twice
+  if (table == nullptr || 2 * (table->used() + 1) > table->capacity()) {
+    // Full (keys and removed ones): rebuilt for the keys it holds, in place when that size
+    // is its own (a reader then misses for a moment and asks owner(), which waits for this
+    // lock), else into a larger table that replaces it.
+    const std::vector<std::uint64_t> held =
+        table != nullptr ? table->tags() : std::vector<std::uint64_t>{};
+    const unsigned bits = table_bits(held.size() + 1);
+    if (table == nullptr || table->capacity() != std::size_t{1} << bits) {
+      tables_.push_back(std::make_unique<KeyTable>(bits));
+      table = tables_.back().get();
+    } else {
+      table->clear();
+    }
+    for (const std::uint64_t key_tag : held) {
+      table->insert(static_cast<std::uint32_t>(key_tag - 1U), key_tag);
+    }
+    all_.store(table, std::memory_order_release);
+  }
+  table->insert(lkey, tag(lkey));
 }
 
 void LocalKeys::remove(std::uint32_t lkey) noexcept {
@@ -66,6 +176,9 @@ void LocalKeys::remove(std::uint32_t lkey) noexcept {
   }
   std::uint64_t expected = tag(lkey);
   entries_[slot(lkey)].compare_exchange_strong(expected, 0, std::memory_order_relaxed);
+  // From the tables it replaced too: a reader that took one before it was replaced may still
+  // probe it.
+  for (const auto& table : tables_) table->erase(lkey, tag(lkey));
 }
 
 }  // namespace ibv::detail

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ibv::detail {
 
@@ -21,23 +23,30 @@ enum class KeyOwner : std::uint8_t {
   unknown,         ///< not registered through the library (an element made from_raw)
 };
 
+class KeyTable;  // every key of one protection domain (src/verbs/local_keys.cpp)
+
 /// The local keys of the memory regions registered on one protection domain (through
-/// ProtectionDomain's register_* or a MemoryRegion wrapping an ibv_mr), with a small cache
-/// that answers known() with one load and a compare: the check on every post. A key the cache
-/// does not hold is looked up (owner()) in the library's registry of every region, under a
-/// lock. Thread-safe: regions may come and go while other threads post.
+/// ProtectionDomain's register_* or a MemoryRegion wrapping an ibv_mr), in two levels:
+/// - a small cache, which answers known() with one load and a compare: the check on every
+///   post. Two keys that hash to one entry take turns in it;
+/// - a table of every key of the domain (open addressing, grown as regions are added), read
+///   without a lock when the cache misses (refusal()), so that a domain with many regions, or
+///   two hot keys that share a cache entry, pays a probe there and never a lock.
+/// Only a key that neither holds is looked up (owner()) in the library's registry of every
+/// region, under a lock: a region of another domain, or one registered outside the library.
+/// Thread-safe: regions may come and go while other threads post.
 class LocalKeys {
  public:
   /// The keys of a protection domain on `context`'s device.
-  explicit LocalKeys(const ibv_context* context) noexcept : context_(context) {}
+  explicit LocalKeys(const ibv_context* context) noexcept;
   LocalKeys(const LocalKeys&) = delete;
   LocalKeys& operator=(const LocalKeys&) = delete;
   LocalKeys(LocalKeys&&) = delete;
   LocalKeys& operator=(LocalKeys&&) = delete;
-  ~LocalKeys() = default;
+  ~LocalKeys();
 
   /// Whether `lkey` is cached as a key of this domain's regions. False says nothing: ask
-  /// owner().
+  /// refusal() or owner().
   [[nodiscard]] bool known(std::uint32_t lkey) const noexcept {
     return entries_[slot(lkey)].load(std::memory_order_relaxed) == tag(lkey);
   }
@@ -52,6 +61,10 @@ class LocalKeys {
     return true;
     // NOLINTEND(cppcoreguidelines-pro-bounds-pointer-arithmetic)
   }
+  /// Whether `lkey` is a key of this domain's regions, by the cache or the table of every key
+  /// (no lock). False: not registered on this domain through the library, or being added or
+  /// removed just now (ask owner()).
+  [[nodiscard]] bool holds(std::uint32_t lkey) const noexcept;
   /// Who registered `lkey` on the domain's device; caches it when it is this domain.
   [[nodiscard]] KeyOwner owner(std::uint32_t lkey) const;
   /// Why a check refuses `count` elements (an sg_list), or nothing: the first element whose
@@ -88,6 +101,11 @@ class LocalKeys {
 
   const ibv_context* context_;  // the device: keys are unique on a device, not across them
   mutable std::array<std::atomic<std::uint64_t>, kSlots> entries_{};
+  // The table of every key (null until the first add()), and every table it has been: a
+  // reader may still probe the one it replaced, so they go with the domain (their sizes double,
+  // so together they are less than twice the last). Written under the registry's lock.
+  std::atomic<const KeyTable*> all_{nullptr};
+  std::vector<std::unique_ptr<KeyTable>> tables_;
 };
 
 }  // namespace ibv::detail
