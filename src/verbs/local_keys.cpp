@@ -147,13 +147,14 @@ void LocalKeys::add(std::uint32_t lkey) {
   KeyTable* table = tables_.empty() ? nullptr : tables_.back().get();
   if (table != nullptr && table->contains(lkey, tag(lkey))) return;  // added twice
   if (table == nullptr || 2 * (table->used() + 1) > table->capacity()) {
-    // Full (keys and removed ones): rebuilt for the keys it holds, in place when that size
-    // is its own (a reader then misses for a moment and asks owner(), which waits for this
-    // lock), else into a larger table that replaces it.
+    // Full (keys and removed ones): rebuilt for the keys it holds, in place when it is large
+    // enough (a reader then misses for a moment and asks owner(), which waits for this lock),
+    // else into a larger table that replaces it. Never a smaller one: so the tables kept for
+    // readers double each time, however regions come and go.
     const std::vector<std::uint64_t> held =
         table != nullptr ? table->tags() : std::vector<std::uint64_t>{};
     const unsigned bits = table_bits(held.size() + 1);
-    if (table == nullptr || table->capacity() != std::size_t{1} << bits) {
+    if (table == nullptr || table->capacity() < std::size_t{1} << bits) {
       tables_.push_back(std::make_unique<KeyTable>(bits));
       table = tables_.back().get();
     } else {

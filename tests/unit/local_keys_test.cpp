@@ -96,6 +96,18 @@ TEST(LocalKeys, RemovedKeysAreNotHeldAndManyComingAndGoingKeepTheRestHeld) {
       ASSERT_EQ(keys.holds(lkey_of(i)), live[i]) << "round " << round << ", region " << i;
     }
   }
+  // Many regions, then few, then many again: the table is rebuilt in place, never shrunk.
+  for (std::uint32_t i = 1; i < next; ++i) {
+    if (live[i] && i % 50 != 0) {
+      keys.remove(lkey_of(i));
+      live[i] = false;
+    }
+  }
+  for (int i = 0; i < 3000 && next < live.size(); ++i, ++next) {
+    keys.add(lkey_of(next));
+    live[next] = true;
+  }
+  for (std::uint32_t i = 1; i < next; ++i) ASSERT_EQ(keys.holds(lkey_of(i)), live[i]) << i;
   // A removed key is unknown to the registry too: it passes, for the device to judge.
   EXPECT_EQ(keys.owner(lkey_of(1)), KeyOwner::unknown);
 }
