@@ -13,9 +13,9 @@
 
 namespace ibv::detail {
 
-/// A set of local keys: open addressing with linear probing over atomic slots, each holding
-/// the key's tag (LocalKeys::tag), 0 (empty) or kRemoved (a key that was removed: a probe goes
-/// on past it). Written under the registry's lock, and kept at most half full (removed slots
+/// One table of a KeySet: open addressing with linear probing over atomic slots, each holding
+/// a key's tag (the key + 1), 0 (empty) or kRemoved (a key that was removed: a probe goes on
+/// past it). Written under the registry's lock, and kept at most half full (removed slots
 /// counted), so that every probe ends at an empty slot; read without a lock, by contains().
 class KeyTable {
  public:
@@ -27,9 +27,10 @@ class KeyTable {
   /// Slots in use: keys and removed ones.
   [[nodiscard]] std::size_t used() const noexcept { return used_; }
 
-  /// Whether the table holds `lkey` (whose tag is `tag`). Without a lock: a key added or the
-  /// table rebuilt concurrently may be missed, never one that is not there.
-  [[nodiscard]] bool contains(std::uint32_t lkey, std::uint64_t tag) const noexcept {
+  /// Whether the table holds `lkey`. Without a lock: a key added or the table rebuilt
+  /// concurrently may be missed, never one that is not there.
+  [[nodiscard]] bool contains(std::uint32_t lkey) const noexcept {
+    const std::uint64_t tag = tag_of(lkey);
     for (std::size_t i = home(lkey), probes = 0; probes <= mask_; i = (i + 1) & mask_, ++probes) {
       const std::uint64_t held = slots_[i].load(std::memory_order_relaxed);
       if (held == tag) return true;
@@ -38,14 +39,15 @@ class KeyTable {
     return false;
   }
   /// Adds `lkey`, which it does not hold; the caller keeps it at most half full.
-  void insert(std::uint32_t lkey, std::uint64_t tag) noexcept {
+  void insert(std::uint32_t lkey) noexcept {
     std::size_t i = home(lkey);
     while (slots_[i].load(std::memory_order_relaxed) != 0) i = (i + 1) & mask_;
-    slots_[i].store(tag, std::memory_order_relaxed);
+    slots_[i].store(tag_of(lkey), std::memory_order_relaxed);
     ++used_;
   }
   /// Marks `lkey` removed, if it holds it.
-  void erase(std::uint32_t lkey, std::uint64_t tag) noexcept {
+  void erase(std::uint32_t lkey) noexcept {
+    const std::uint64_t tag = tag_of(lkey);
     for (std::size_t i = home(lkey), probes = 0; probes <= mask_; i = (i + 1) & mask_, ++probes) {
       const std::uint64_t held = slots_[i].load(std::memory_order_relaxed);
       if (held == 0) return;
@@ -55,12 +57,12 @@ class KeyTable {
       }
     }
   }
-  /// The tags it holds.
-  [[nodiscard]] std::vector<std::uint64_t> tags() const {
-    std::vector<std::uint64_t> held;
+  /// The keys it holds.
+  [[nodiscard]] std::vector<std::uint32_t> keys() const {
+    std::vector<std::uint32_t> held;
     for (std::size_t i = 0; i <= mask_; ++i) {
       const std::uint64_t tag = slots_[i].load(std::memory_order_relaxed);
-      if (tag != 0 && tag != kRemoved) held.push_back(tag);
+      if (tag != 0 && tag != kRemoved) held.push_back(static_cast<std::uint32_t>(tag - 1U));
     }
     return held;
   }
@@ -72,6 +74,9 @@ class KeyTable {
 
  private:
   static constexpr std::uint64_t kRemoved = ~std::uint64_t{0};  // above every tag (< 2^32 + 1)
+  [[nodiscard]] static std::uint64_t tag_of(std::uint32_t lkey) noexcept {
+    return std::uint64_t{lkey} + 1U;  // never 0, the empty slot
+  }
   [[nodiscard]] std::size_t home(std::uint32_t lkey) const noexcept {
     return (lkey * 0x9E3779B1U) >> shift_;  // the top bits of a multiplicative hash
   }
@@ -89,6 +94,9 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<std::pair<const ibv_context*, std::uint32_t>, const LocalKeys*> owners;
+  // The same keys by device, for readers without the lock. A device's set stays for the
+  // process (a few bytes once its regions are gone): its domains point to it.
+  std::map<const ibv_context*, KeySet> devices;
 };
 
 Registry& registry() {
@@ -105,14 +113,55 @@ unsigned table_bits(std::size_t keys) noexcept {
 
 }  // namespace
 
-LocalKeys::LocalKeys(const ibv_context* context) noexcept : context_(context) {}
+KeySet::KeySet() noexcept = default;
+
+KeySet::~KeySet() = default;
+
+bool KeySet::contains(std::uint32_t lkey) const noexcept {
+  const KeyTable* table = current_.load(std::memory_order_acquire);
+  return table != nullptr && table->contains(lkey);
+}
+
+void KeySet::insert(std::uint32_t lkey) {
+  KeyTable* table = tables_.empty() ? nullptr : tables_.back().get();
+  if (table != nullptr && table->contains(lkey)) return;  // added twice
+  if (table == nullptr || 2 * (table->used() + 1) > table->capacity()) {
+    // Full (keys and removed ones): rebuilt for the keys it holds, in place when it is large
+    // enough (a reader then misses for a moment), else into a larger table that replaces it.
+    // Never a smaller one: so the tables kept for readers double each time, however keys come
+    // and go.
+    const std::vector<std::uint32_t> held =
+        table != nullptr ? table->keys() : std::vector<std::uint32_t>{};
+    const unsigned bits = table_bits(held.size() + 1);
+    if (table == nullptr || table->capacity() < std::size_t{1} << bits) {
+      tables_.push_back(std::make_unique<KeyTable>(bits));
+      table = tables_.back().get();
+    } else {
+      table->clear();
+    }
+    for (const std::uint32_t key : held) table->insert(key);
+    current_.store(table, std::memory_order_release);
+  }
+  table->insert(lkey);
+}
+
+void KeySet::erase(std::uint32_t lkey) noexcept {
+  // From the tables it replaced too: a reader that took one before it was replaced may still
+  // probe it.
+  for (const auto& table : tables_) table->erase(lkey);
+}
+
+LocalKeys::LocalKeys(const ibv_context* context)
+    : context_(context), device_([&] {
+        Registry& all = registry();
+        const std::scoped_lock lock(all.mutex);
+        return &all.devices[context];
+      }()) {}
 
 LocalKeys::~LocalKeys() = default;
 
 bool LocalKeys::holds(std::uint32_t lkey) const noexcept {
-  if (known(lkey)) return true;
-  const KeyTable* all = all_.load(std::memory_order_acquire);
-  return all != nullptr && all->contains(lkey, tag(lkey));
+  return known(lkey) || mine_.contains(lkey);
 }
 
 KeyOwner LocalKeys::owner(std::uint32_t lkey) const {
@@ -129,8 +178,12 @@ std::optional<std::string> LocalKeys::refusal_slowly(const ibv_sge* elements,
                                                      std::size_t count) const {
   const std::span<const ibv_sge> list(elements, count);
   for (std::size_t i = 0; i < list.size(); ++i) {
-    if (!holds(list[i].lkey) && owner(list[i].lkey) == KeyOwner::another_domain) {
-      return "has element " + std::to_string(i) + " (lkey " + std::to_string(list[i].lkey) +
+    const std::uint32_t lkey = list[i].lkey;
+    // This domain's, or none the library registered on the device (the device judges it):
+    // no lock. Else another domain's, most likely: the registry says.
+    if (holds(lkey) || !device_->contains(lkey)) continue;
+    if (owner(lkey) == KeyOwner::another_domain) {
+      return "has element " + std::to_string(i) + " (lkey " + std::to_string(lkey) +
              ") in a memory region registered on another protection domain than the "
              "queue's: register the buffer on the protection domain the queue pair (or "
              "channel, or shared receive queue) was built on";
@@ -144,28 +197,8 @@ void LocalKeys::add(std::uint32_t lkey) {
   const std::scoped_lock lock(all.mutex);
   all.owners[{context_, lkey}] = this;
   cache(lkey);
-  KeyTable* table = tables_.empty() ? nullptr : tables_.back().get();
-  if (table != nullptr && table->contains(lkey, tag(lkey))) return;  // added twice
-  if (table == nullptr || 2 * (table->used() + 1) > table->capacity()) {
-    // Full (keys and removed ones): rebuilt for the keys it holds, in place when it is large
-    // enough (a reader then misses for a moment and asks owner(), which waits for this lock),
-    // else into a larger table that replaces it. Never a smaller one: so the tables kept for
-    // readers double each time, however regions come and go.
-    const std::vector<std::uint64_t> held =
-        table != nullptr ? table->tags() : std::vector<std::uint64_t>{};
-    const unsigned bits = table_bits(held.size() + 1);
-    if (table == nullptr || table->capacity() < std::size_t{1} << bits) {
-      tables_.push_back(std::make_unique<KeyTable>(bits));
-      table = tables_.back().get();
-    } else {
-      table->clear();
-    }
-    for (const std::uint64_t key_tag : held) {
-      table->insert(static_cast<std::uint32_t>(key_tag - 1U), key_tag);
-    }
-    all_.store(table, std::memory_order_release);
-  }
-  table->insert(lkey, tag(lkey));
+  mine_.insert(lkey);
+  device_->insert(lkey);
 }
 
 void LocalKeys::remove(std::uint32_t lkey) noexcept {
@@ -174,12 +207,11 @@ void LocalKeys::remove(std::uint32_t lkey) noexcept {
   if (const auto found = all.owners.find({context_, lkey});
       found != all.owners.end() && found->second == this) {
     all.owners.erase(found);
+    device_->erase(lkey);
   }
   std::uint64_t expected = tag(lkey);
   entries_[slot(lkey)].compare_exchange_strong(expected, 0, std::memory_order_relaxed);
-  // From the tables it replaced too: a reader that took one before it was replaced may still
-  // probe it.
-  for (const auto& table : tables_) table->erase(lkey, tag(lkey));
+  mine_.erase(lkey);
 }
 
 }  // namespace ibv::detail

@@ -1,7 +1,7 @@
 // detail::LocalKeys without a device (the keys are numbers, the devices fake addresses): every
 // key of a domain with many regions is held without the registry, removed keys are not, keys
-// of another domain are refused and unknown ones pass, and regions coming and going on one
-// thread never make another thread's check refuse a live key.
+// of another domain are refused and keys of none pass, and regions coming and going on one
+// thread never make another thread's check refuse a live key or a key of no domain.
 #include "ibv/verbs/local_keys.hpp"
 
 #include <atomic>
@@ -133,7 +133,16 @@ TEST(LocalKeys, AnotherDomainsKeyIsRefusedAndAKeyOfNoDomainPasses) {
   const std::vector<ibv_sge> unknown{element(lkey_of(6000)), element(lkey_of(7000))};
   EXPECT_FALSE(mine.refusal(unknown.data(), unknown.size()).has_value());
   EXPECT_EQ(mine.owner(lkey_of(6000)), KeyOwner::unknown);
+
+  // Deregistered there, the key is no domain's: it passes.
   theirs.remove(lkey_of(5000));
+  EXPECT_FALSE(mine.refusal(&foreign, 1).has_value());
+  EXPECT_EQ(mine.owner(lkey_of(5000)), KeyOwner::unknown);
+  // Registered again, on a domain made later: refused again.
+  LocalKeys later(fake_device(device));
+  later.add(lkey_of(5000));
+  EXPECT_TRUE(mine.refusal(&foreign, 1).has_value());
+  later.remove(lkey_of(5000));
   elsewhere.remove(lkey_of(6000));
 }
 
@@ -148,17 +157,28 @@ TEST(LocalKeys, RegionsComingAndGoingOnOneThreadNeverRefuseAnotherThreadsLiveKey
   std::thread poster([&] {
     while (!stop.load(std::memory_order_relaxed)) {
       for (std::uint32_t i = 1; i <= kStable; ++i) {
-        const ibv_sge sge = element(lkey_of(i));
-        if (keys.refusal(&sge, 1).has_value()) refused.fetch_add(1, std::memory_order_relaxed);
+        // A key of the domain, and one of no domain (as from_raw): both pass.
+        const std::vector<ibv_sge> sges{element(lkey_of(i)), element(lkey_of(900000 + i))};
+        if (keys.refusal(sges.data(), sges.size()).has_value()) {
+          refused.fetch_add(1, std::memory_order_relaxed);
+        }
       }
       checks.fetch_add(kStable, std::memory_order_relaxed);
     }
   });
-  // Regions of the same domain come and go meanwhile: the table grows and is rebuilt.
+  // Regions of the same domain and of another one come and go meanwhile: the tables grow and
+  // are rebuilt.
+  LocalKeys other(fake_device(device));
   for (std::uint32_t round = 0; round < 40; ++round) {
     const std::uint32_t first = 100000 + round * 1000;
-    for (std::uint32_t i = first; i < first + 500; ++i) keys.add(lkey_of(i));
-    for (std::uint32_t i = first; i < first + 500; ++i) keys.remove(lkey_of(i));
+    for (std::uint32_t i = first; i < first + 500; ++i) {
+      keys.add(lkey_of(i));
+      other.add(lkey_of(i + 500));
+    }
+    for (std::uint32_t i = first; i < first + 500; ++i) {
+      keys.remove(lkey_of(i));
+      other.remove(lkey_of(i + 500));
+    }
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (checks.load(std::memory_order_relaxed) < std::uint64_t{10} * kStable &&

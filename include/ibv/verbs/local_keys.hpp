@@ -23,22 +23,50 @@ enum class KeyOwner : std::uint8_t {
   unknown,         ///< not registered through the library (an element made from_raw)
 };
 
-class KeyTable;  // every key of one protection domain (src/verbs/local_keys.cpp)
+class KeyTable;  // open addressing over atomic slots (src/verbs/local_keys.cpp)
+
+/// A set of local keys that any thread reads without a lock, while the library's registry of
+/// regions, under its lock, adds and removes them: a hash table grown by doubling (the tables it
+/// replaced stay until the set goes, for readers that may still probe them: together less than
+/// the last) and rebuilt in place when removed keys fill it. A reader may miss a key that is
+/// being added or a table being rebuilt at that moment; it never finds one that is not there.
+class KeySet {
+ public:
+  KeySet() noexcept;
+  KeySet(const KeySet&) = delete;
+  KeySet& operator=(const KeySet&) = delete;
+  KeySet(KeySet&&) = delete;
+  KeySet& operator=(KeySet&&) = delete;
+  ~KeySet();
+
+  /// Whether `lkey` is in the set (no lock).
+  [[nodiscard]] bool contains(std::uint32_t lkey) const noexcept;
+  /// Adds `lkey` (under the registry's lock).
+  void insert(std::uint32_t lkey);
+  /// Removes `lkey` if it is there (under the registry's lock).
+  void erase(std::uint32_t lkey) noexcept;
+
+ private:
+  std::atomic<const KeyTable*> current_{nullptr};  // null until the first insert()
+  std::vector<std::unique_ptr<KeyTable>> tables_;  // current_ and the ones it replaced
+};
 
 /// The local keys of the memory regions registered on one protection domain (through
-/// ProtectionDomain's register_* or a MemoryRegion wrapping an ibv_mr), in two levels:
-/// - a small cache, which answers known() with one load and a compare: the check on every
-///   post. Two keys that hash to one entry take turns in it;
-/// - a table of every key of the domain (open addressing, grown as regions are added), read
-///   without a lock when the cache misses (refusal()), so that a domain with many regions, or
-///   two hot keys that share a cache entry, pays a probe there and never a lock.
-/// Only a key that neither holds is looked up (owner()) in the library's registry of every
-/// region, under a lock: a region of another domain, or one registered outside the library.
+/// ProtectionDomain's register_* or a MemoryRegion wrapping an ibv_mr), for the check on every
+/// post that each element's region belongs to the queue pair's domain, in three steps:
+/// - a small cache, which answers known() with one load and a compare, inline in the post.
+///   Two keys that hash to one entry take turns in it;
+/// - when it misses (refusal()), the set of every key of the domain, then the set of every key
+///   the library registered on the device: so a domain with many regions, or two hot keys that
+///   share a cache entry, or an element made from_raw for memory registered outside the library,
+///   costs a probe or two, never a lock;
+/// - only a key of another domain is looked up (owner()) in the library's registry of every
+///   region, under its lock, to be refused with a message that says so.
 /// Thread-safe: regions may come and go while other threads post.
 class LocalKeys {
  public:
   /// The keys of a protection domain on `context`'s device.
-  explicit LocalKeys(const ibv_context* context) noexcept;
+  explicit LocalKeys(const ibv_context* context);
   LocalKeys(const LocalKeys&) = delete;
   LocalKeys& operator=(const LocalKeys&) = delete;
   LocalKeys(LocalKeys&&) = delete;
@@ -61,7 +89,7 @@ class LocalKeys {
     return true;
     // NOLINTEND(cppcoreguidelines-pro-bounds-pointer-arithmetic)
   }
-  /// Whether `lkey` is a key of this domain's regions, by the cache or the table of every key
+  /// Whether `lkey` is a key of this domain's regions, by the cache or the set of every key
   /// (no lock). False: not registered on this domain through the library, or being added or
   /// removed just now (ask owner()).
   [[nodiscard]] bool holds(std::uint32_t lkey) const noexcept;
@@ -101,11 +129,8 @@ class LocalKeys {
 
   const ibv_context* context_;  // the device: keys are unique on a device, not across them
   mutable std::array<std::atomic<std::uint64_t>, kSlots> entries_{};
-  // The table of every key (null until the first add()), and every table it has been: a
-  // reader may still probe the one it replaced, so they go with the domain (their sizes double,
-  // so together they are less than twice the last). Written under the registry's lock.
-  std::atomic<const KeyTable*> all_{nullptr};
-  std::vector<std::unique_ptr<KeyTable>> tables_;
+  KeySet mine_;     // every key of this domain
+  KeySet* device_;  // every key the library registered on the device (the registry's)
 };
 
 }  // namespace ibv::detail
