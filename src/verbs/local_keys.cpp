@@ -123,26 +123,39 @@ bool KeySet::contains(std::uint32_t lkey) const noexcept {
 }
 
 void KeySet::insert(std::uint32_t lkey) {
-  KeyTable* table = tables_.empty() ? nullptr : tables_.back().get();
-  if (table != nullptr && table->contains(lkey)) return;  // added twice
-  if (table == nullptr || 2 * (table->used() + 1) > table->capacity()) {
-    // Full (keys and removed ones): rebuilt for the keys it holds, in place when it is large
-    // enough (a reader then misses for a moment), else into a larger table that replaces it.
-    // Never a smaller one: so the tables kept for readers double each time, however keys come
-    // and go.
-    const std::vector<std::uint32_t> held =
-        table != nullptr ? table->keys() : std::vector<std::uint32_t>{};
-    const unsigned bits = table_bits(held.size() + 1);
-    if (table == nullptr || table->capacity() < std::size_t{1} << bits) {
-      tables_.push_back(std::make_unique<KeyTable>(bits));
-      table = tables_.back().get();
-    } else {
+  KeyTable* table = current_.load(std::memory_order_relaxed);  // only written here, locked
+  if (table != nullptr && table->contains(lkey)) return;       // added twice
+  // Full (keys and removed ones): rebuilt into another table.
+  if (table == nullptr || 2 * (table->used() + 1) > table->capacity()) table = rebuilt(table);
+  table->insert(lkey);
+}
+
+KeyTable* KeySet::rebuilt(KeyTable* full) {
+  const std::vector<std::uint32_t> held =
+      full != nullptr ? full->keys() : std::vector<std::uint32_t>{};
+  unsigned bits = table_bits(held.size() + 1);
+  KeyTable* table = nullptr;
+  if (full != nullptr && full->capacity() >= std::size_t{1} << bits) {
+    // Never smaller: so however keys come and go, the set keeps a few tables of one size.
+    bits = static_cast<unsigned>(std::bit_width(full->capacity()) - 1);
+    if (spares_.size() >= kRebuildsBeforeReuse) {
+      table = spares_.front();
+      spares_.erase(spares_.begin());
       table->clear();
     }
-    for (const std::uint32_t key : held) table->insert(key);
-    current_.store(table, std::memory_order_release);
   }
-  table->insert(lkey);
+  if (table == nullptr) {
+    tables_.push_back(std::make_unique<KeyTable>(bits));
+    table = tables_.back().get();
+  }
+  for (const std::uint32_t key : held) table->insert(key);
+  current_.store(table, std::memory_order_release);
+  if (full != nullptr && full->capacity() == table->capacity()) {
+    spares_.push_back(full);
+  } else {
+    spares_.clear();  // a larger size now: the smaller tables are never reused
+  }
+  return table;
 }
 
 void KeySet::erase(std::uint32_t lkey) noexcept {

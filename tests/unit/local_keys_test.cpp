@@ -112,6 +112,26 @@ TEST(LocalKeys, RemovedKeysAreNotHeldAndManyComingAndGoingKeepTheRestHeld) {
   EXPECT_EQ(keys.owner(lkey_of(1)), KeyOwner::unknown);
 }
 
+TEST(LocalKeys, KeysComingAndGoingForeverKeepAFewTables) {
+  ibv::detail::KeySet keys;  // single-threaded here: no registry lock needed
+  std::vector<std::uint32_t> live;
+  // 300 keys live at a time, 200,000 added and removed in all: the set is rebuilt hundreds of
+  // times, into a few tables of one size that take turns.
+  for (std::uint32_t i = 1; i <= 200000; ++i) {
+    keys.insert(lkey_of(i));
+    live.push_back(lkey_of(i));
+    if (live.size() > 300) {
+      keys.erase(live.front());
+      ASSERT_FALSE(keys.contains(live.front())) << i;
+      live.erase(live.begin());
+    }
+  }
+  for (const std::uint32_t lkey : live) EXPECT_TRUE(keys.contains(lkey));
+  // 64, 256 and 1024 slots on the way up, then 2048 (four times the keys) and at most four
+  // replaced ones of that size: 8 tables.
+  EXPECT_EQ(keys.table_count(), 8U);
+}
+
 TEST(LocalKeys, AnotherDomainsKeyIsRefusedAndAKeyOfNoDomainPasses) {
   const int device = 0;
   const int other_device = 0;

@@ -26,10 +26,13 @@ enum class KeyOwner : std::uint8_t {
 class KeyTable;  // open addressing over atomic slots (src/verbs/local_keys.cpp)
 
 /// A set of local keys that any thread reads without a lock, while the library's registry of
-/// regions, under its lock, adds and removes them: a hash table grown by doubling (the tables it
-/// replaced stay until the set goes, for readers that may still probe them: together less than
-/// the last) and rebuilt in place when removed keys fill it. A reader may miss a key that is
-/// being added or a table being rebuilt at that moment; it never finds one that is not there.
+/// regions, under its lock, adds and removes them: a hash table, rebuilt into another table
+/// when removed keys fill it and grown by doubling. A table it replaced stays for readers that
+/// may still probe it: one of a smaller size until the set goes, one of the current size until
+/// kRebuildsBeforeReuse more rebuilds have passed (then it is cleared and used again), so that
+/// the set holds at most a few tables of its size. A reader may miss a key being added at that
+/// moment, or, stalled inside contains() for that many rebuilds, one that was there all along;
+/// it never finds one that is not there.
 class KeySet {
  public:
   KeySet() noexcept;
@@ -45,10 +48,18 @@ class KeySet {
   void insert(std::uint32_t lkey);
   /// Removes `lkey` if it is there (under the registry's lock).
   void erase(std::uint32_t lkey) noexcept;
+  /// How many tables it keeps, the current one included (under the registry's lock; for tests).
+  [[nodiscard]] std::size_t table_count() const noexcept { return tables_.size(); }
 
  private:
-  std::atomic<const KeyTable*> current_{nullptr};  // null until the first insert()
+  static constexpr std::size_t kRebuildsBeforeReuse = 4;
+  /// The keys of `full` (null: none) in a table with room for as many again, made the current
+  /// one: a new table, or a replaced one of the same size old enough to reuse.
+  KeyTable* rebuilt(KeyTable* full);
+
+  std::atomic<KeyTable*> current_{nullptr};        // null until the first insert()
   std::vector<std::unique_ptr<KeyTable>> tables_;  // current_ and the ones it replaced
+  std::vector<KeyTable*> spares_;  // replaced tables of the current size, the oldest first
 };
 
 /// The local keys of the memory regions registered on one protection domain (through
