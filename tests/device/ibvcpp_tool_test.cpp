@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -93,6 +94,24 @@ class IbvcppTool : public ::testing::Test {
     EXPECT_TRUE(is_listening(port)) << "the server does not listen on TCP port " << port << "\n"
                                     << server->describe();
     return server;
+  }
+
+  /// Runs a server (`server_argv`, on TCP `port`) and then a client (`client_argv`) to their
+  /// ends, and parses the JSON document each printed: docs[0] the client's, docs[1] the
+  /// server's. A non-zero exit or a document that does not parse fails the test; `both` gets
+  /// both sides' logs, for the caller's messages.
+  void run_json_pair(const std::vector<std::string>& server_argv, std::uint16_t port,
+                     const std::vector<std::string>& client_argv,
+                     std::array<nlohmann::json, 2>& docs, std::string& both) {
+    auto server = start_server(server_argv, port);
+    Tool client(client_argv, logs_.path(), "client");
+    const auto client_status = client.wait();
+    const auto server_status = server->wait();
+    both = "---- server ----\n" + server->describe() + "---- client ----\n" + client.describe();
+    ASSERT_EQ(client_status, 0) << both;
+    ASSERT_EQ(server_status, 0) << both;
+    ASSERT_NO_THROW(docs[0] = nlohmann::json::parse(client.out())) << both;
+    ASSERT_NO_THROW(docs[1] = nlohmann::json::parse(server->out())) << both;
   }
 
   fs::path tool_;
@@ -297,18 +316,13 @@ TEST_F(IbvcppTool, RdmaCmConnectsTheQueuePairs) {
     argv.insert(argv.end(),
                 {"-d", device_, "-p", std::to_string(run.port), "-R", "-n", "50", "--json"});
     argv.insert(argv.end(), run.options.begin(), run.options.end());
-    auto server = start_server(argv, run.port);
-    argv.emplace_back(ip);
-    Tool client(argv, logs_.path(), "client");
-    const auto client_status = client.wait();
-    const auto server_status = server->wait();
-    const std::string both =
-        "---- server ----\n" + server->describe() + "---- client ----\n" + client.describe();
-    ASSERT_EQ(client_status, 0) << both;
-    ASSERT_EQ(server_status, 0) << both;
-    for (auto* side : {&client, server.get()}) {
-      nlohmann::json doc;
-      ASSERT_NO_THROW(doc = nlohmann::json::parse(side->out())) << both;
+    std::vector<std::string> client_argv = argv;
+    client_argv.emplace_back(ip);
+    std::array<nlohmann::json, 2> docs;
+    std::string both;
+    run_json_pair(argv, run.port, client_argv, docs, both);
+    if (HasFatalFailure()) return;
+    for (const auto& doc : docs) {
       EXPECT_EQ(doc.at("test"), run.test[0] + "_" + run.test[1]) << both;
       EXPECT_EQ(doc.at("qps"), run.qps) << both;
       EXPECT_EQ(doc.at("device"), device_) << both;
@@ -326,17 +340,12 @@ TEST_F(IbvcppTool, PostListAndCqModerationRun) {
   constexpr std::uint16_t kWritePort = 18671;
   const std::vector<std::string> write_options{"-s", "8",  "-n", "320", "-q",    "2",
                                                "-l", "16", "-Q", "8",   "--json"};
-  auto server = start_server(perf({"write", "bw"}, kWritePort, write_options, false), kWritePort);
-  Tool client(perf({"write", "bw"}, kWritePort, write_options, true), logs_.path(), "client");
-  auto client_status = client.wait();
-  auto server_status = server->wait();
-  std::string both =
-      "---- server ----\n" + server->describe() + "---- client ----\n" + client.describe();
-  ASSERT_EQ(client_status, 0) << both;
-  ASSERT_EQ(server_status, 0) << both;
-  for (auto* side : {&client, server.get()}) {
-    nlohmann::json doc;
-    ASSERT_NO_THROW(doc = nlohmann::json::parse(side->out())) << both;
+  std::array<nlohmann::json, 2> docs;
+  std::string both;
+  run_json_pair(perf({"write", "bw"}, kWritePort, write_options, false), kWritePort,
+                perf({"write", "bw"}, kWritePort, write_options, true), docs, both);
+  if (HasFatalFailure()) return;
+  for (const auto& doc : docs) {
     EXPECT_EQ(doc.at("post_list"), 16) << both;
     EXPECT_EQ(doc.at("cq_moderation"), 8) << both;
     ASSERT_EQ(doc.at("results").size(), 1U) << both;
@@ -351,10 +360,10 @@ TEST_F(IbvcppTool, PostListAndCqModerationRun) {
   // Send, as text: lists of 8 and, without -Q, one signaled request per list (perftest's rule).
   constexpr std::uint16_t kSendPort = 18672;
   const std::vector<std::string> send_options{"-s", "64", "-n", "200", "-l", "8"};
-  server = start_server(perf({"send", "bw"}, kSendPort, send_options, false), kSendPort);
+  auto server = start_server(perf({"send", "bw"}, kSendPort, send_options, false), kSendPort);
   Tool sender(perf({"send", "bw"}, kSendPort, send_options, true), logs_.path(), "sender");
-  client_status = sender.wait();
-  server_status = server->wait();
+  const auto client_status = sender.wait();
+  const auto server_status = server->wait();
   both = "---- server ----\n" + server->describe() + "---- client ----\n" + sender.describe();
   ASSERT_EQ(client_status, 0) << both;
   ASSERT_EQ(server_status, 0) << both;
@@ -382,19 +391,14 @@ TEST_F(IbvcppTool, PostInterfacesRunAndAreReportedPerSide) {
     std::vector<std::string> server_options = options;
     server_options.insert(server_options.end(), {"--post-interface", run.server_interface});
     options.push_back("--post-interface=" + run.client_interface);
-    auto server = start_server(perf(run.test, run.port, server_options, false), run.port);
-    Tool client(perf(run.test, run.port, options, true), logs_.path(), "client");
-    const auto client_status = client.wait();
-    const auto server_status = server->wait();
-    const std::string both =
-        "---- server ----\n" + server->describe() + "---- client ----\n" + client.describe();
-    ASSERT_EQ(client_status, 0) << both;
-    ASSERT_EQ(server_status, 0) << both;
-    for (auto* side : {&client, server.get()}) {
-      nlohmann::json doc;
-      ASSERT_NO_THROW(doc = nlohmann::json::parse(side->out())) << both;
-      EXPECT_EQ(doc.at("post_interface"),
-                side == &client ? run.client_interface : run.server_interface)
+    std::array<nlohmann::json, 2> docs;
+    std::string both;
+    run_json_pair(perf(run.test, run.port, server_options, false), run.port,
+                  perf(run.test, run.port, options, true), docs, both);
+    if (HasFatalFailure()) return;
+    for (std::size_t side = 0; side < docs.size(); ++side) {
+      const auto& doc = docs[side];
+      EXPECT_EQ(doc.at("post_interface"), side == 0 ? run.client_interface : run.server_interface)
           << both;
       ASSERT_EQ(doc.at("results").size(), 1U) << both;
       EXPECT_EQ(doc.at("results")[0].at("iterations"), 200) << both;
