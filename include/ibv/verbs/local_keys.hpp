@@ -65,8 +65,8 @@ class KeySet {
 /// The local keys of the memory regions registered on one protection domain (through
 /// ProtectionDomain's register_* or a MemoryRegion wrapping an ibv_mr), for the check on every
 /// post that each element's region belongs to the queue pair's domain, in three steps:
-/// - a small cache, which answers known() with one load and a compare, inline in the post.
-///   Two keys that hash to one entry take turns in it;
+/// - a small cache, which answers known() with one load and a compare, inline in the post. Of
+///   two keys that hash to one entry, it holds the one registered last;
 /// - when it misses (refusal()), the set of every key of the domain, then the set of every key
 ///   the library registered on the device: so a domain with many regions, or two hot keys that
 ///   share a cache entry, or an element made from_raw for memory registered outside the library,
