@@ -106,9 +106,11 @@ Registry& registry() {
 }
 
 /// A new table's size for `keys` keys: a quarter full at most, so that as many again can be
-/// added or removed before it is rebuilt; 64 slots at least.
+/// added or removed before it is rebuilt; 1024 slots (8 KiB) at least, so that even a set of a
+/// few keys is rebuilt only after 256 registrations (a replaced table is reused four rebuilds
+/// later: 1,024 registrations, milliseconds of them, for a reader to stall through).
 unsigned table_bits(std::size_t keys) noexcept {
-  return std::max(6U, static_cast<unsigned>(std::bit_width(4 * keys)));
+  return std::max(10U, static_cast<unsigned>(std::bit_width(4 * keys)));
 }
 
 }  // namespace
