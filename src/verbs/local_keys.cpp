@@ -1,5 +1,5 @@
-// LocalKeys: the registry of every memory region's local key, by device, and each protection
-// domain's cache and table of its own.
+// LocalKeys: the registry of every memory region's local key (under one lock), the lock-free key
+// sets of each protection domain and each device (KeySet), and each domain's cache.
 #include "ibv/verbs/local_keys.hpp"
 
 #include <bit>
@@ -29,15 +29,7 @@ class KeyTable {
 
   /// Whether the table holds `lkey`. Without a lock: a key added or the table rebuilt
   /// concurrently may be missed, never one that is not there.
-  [[nodiscard]] bool contains(std::uint32_t lkey) const noexcept {
-    const std::uint64_t tag = tag_of(lkey);
-    for (std::size_t i = home(lkey), probes = 0; probes <= mask_; i = (i + 1) & mask_, ++probes) {
-      const std::uint64_t held = slots_[i].load(std::memory_order_relaxed);
-      if (held == tag) return true;
-      if (held == 0) return false;
-    }
-    return false;
-  }
+  [[nodiscard]] bool contains(std::uint32_t lkey) const noexcept { return find(lkey) != kAbsent; }
   /// Adds `lkey`, which it does not hold; the caller keeps it at most half full.
   void insert(std::uint32_t lkey) noexcept {
     std::size_t i = home(lkey);
@@ -47,14 +39,8 @@ class KeyTable {
   }
   /// Marks `lkey` removed, if it holds it.
   void erase(std::uint32_t lkey) noexcept {
-    const std::uint64_t tag = tag_of(lkey);
-    for (std::size_t i = home(lkey), probes = 0; probes <= mask_; i = (i + 1) & mask_, ++probes) {
-      const std::uint64_t held = slots_[i].load(std::memory_order_relaxed);
-      if (held == 0) return;
-      if (held == tag) {
-        slots_[i].store(kRemoved, std::memory_order_relaxed);
-        return;
-      }
+    if (const std::size_t i = find(lkey); i != kAbsent) {
+      slots_[i].store(kRemoved, std::memory_order_relaxed);
     }
   }
   /// The keys it holds.
@@ -79,6 +65,18 @@ class KeyTable {
   }
   [[nodiscard]] std::size_t home(std::uint32_t lkey) const noexcept {
     return (lkey * 0x9E3779B1U) >> shift_;  // the top bits of a multiplicative hash
+  }
+  static constexpr std::size_t kAbsent = ~std::size_t{0};
+  /// The index of the slot holding `lkey`, or kAbsent: the probe from its home slot to an
+  /// empty one (or round the whole table, which a half-full table never needs).
+  [[nodiscard]] std::size_t find(std::uint32_t lkey) const noexcept {
+    const std::uint64_t tag = tag_of(lkey);
+    for (std::size_t i = home(lkey), probes = 0; probes <= mask_; i = (i + 1) & mask_, ++probes) {
+      const std::uint64_t held = slots_[i].load(std::memory_order_relaxed);
+      if (held == tag) return i;
+      if (held == 0) return kAbsent;
+    }
+    return kAbsent;
   }
 
   unsigned shift_;
