@@ -155,22 +155,33 @@ class ChannelCore : public CoreCount {
       throw_cancelled();
     track_untracked();
     const std::size_t part = list_part(Queue::send);  // as post_in_parts() cuts the list
-    std::size_t part_end = std::min(part, requests.size());
-    std::uint32_t run = unsignaled_run_;
+    const std::uint64_t first_id = next_wr_id_;
     std::uint64_t inline_count = 0;
     // Each request's wr_id, inline data and signaling, then its checks (bad input throws
     // here, before anything is posted), in one pass.
+    const auto prepare = [&](SendRequest& request, std::size_t i) {
+      request.native().wr_id = first_id + i;
+      apply_inline(request, options.inline_data, max_inline_data_);
+      inline_count += request.is_inline() ? 1U : 0U;
+    };
+    std::uint32_t run = unsignaled_run_;
     const CheckedList<SendRequest> checked =
-        qp_.checked(requests, [&](SendRequest& request, std::size_t i) {
-          request.native().wr_id = next_wr_id_ + i;
-          apply_inline(request, options.inline_data, max_inline_data_);
-          inline_count += request.is_inline() ? 1U : 0U;
-          const bool ends_part = i + 1 == part_end;
-          if (ends_part) part_end = std::min(part_end + part, requests.size());
-          const bool signaled = options.signaled ? ends_part : must_signal(run);
-          if (!signaled) request.unsignaled();
-          run = signaled ? 0 : run + 1;
-        });
+        options.signaled ? qp_.checked(requests,
+                                       [&](SendRequest& request, std::size_t i) {
+                                         prepare(request, i);
+                                         request.unsignaled();  // but the last of each part
+                                       })
+                         : qp_.checked(requests, [&](SendRequest& request, std::size_t i) {
+                             prepare(request, i);
+                             const bool signaled = must_signal(run);
+                             if (!signaled) request.unsignaled();
+                             run = signaled ? 0 : run + 1;
+                           });
+    if (options.signaled) {
+      for (std::size_t end = part; end - part < requests.size(); end += part) {
+        requests[std::min(end, requests.size()) - 1].native().send_flags |= IBV_SEND_SIGNALED;
+      }
+    }
     next_wr_id_ += requests.size();
     std::size_t taken_end = 0;  // the device has taken requests[0, taken_end)
     try {

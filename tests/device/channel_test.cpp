@@ -466,23 +466,28 @@ TEST_F(ChannelScoped, PostAllChecksEveryRequestBeforePostingAny) {
   }
 }
 
-// A send queue of 4: a list of 50 unsignaled writes goes out 2 at a time, the channel signals
-// often enough that room comes back, and all of them land.
+// A send queue of 4: a list of 51 writes goes out 2 at a time (the last alone) and all of them
+// land. Unsignaled, the channel signals often enough that room comes back; signaled, the last
+// request of each doorbell asks for the completion that stands for its part (without it the
+// scope would wait for a completion that never comes, and throw).
 TEST_F(ChannelScoped, PostAllOnASmallSendQueueWaitsForRoomBetweenDoorbells) {
   auto settings = default_settings();
   settings.max_send_wr = QueueDepth(4);
   connect(settings);
-  constexpr std::size_t kWrites = 50;
-  fill_pattern(a_bytes(0, kWrites * 40), 54);
-  std::vector<std::array<GatherElement, 1>> data;
-  std::vector<op::Write> writes;
-  data.reserve(kWrites);
-  for (std::size_t i = 0; i < kWrites; ++i) {
-    data.push_back(gather_a(i * 40, 40));
-    writes.push_back(op::Write{data.back(), remote_b(i * 40, 40)});
+  constexpr std::size_t kWrites = 51;
+  for (const bool signaled : {false, true}) {
+    SCOPED_TRACE(signaled ? "signaled" : "unsignaled");
+    fill_pattern(a_bytes(0, kWrites * 40), signaled ? 55 : 54);
+    std::vector<std::array<GatherElement, 1>> data;
+    std::vector<op::Write> writes;
+    data.reserve(kWrites);
+    for (std::size_t i = 0; i < kWrites; ++i) {
+      data.push_back(gather_a(i * 40, 40));
+      writes.push_back(op::Write{data.back(), remote_b(i * 40, 40)});
+    }
+    a->scope([&](ChannelScope& scope) { scope.post_all(writes, {.signaled = signaled}); });
+    EXPECT_TRUE(same_bytes(a_bytes(0, kWrites * 40), b_bytes(0, kWrites * 40)));
   }
-  a->scope([&](ChannelScope& scope) { scope.post_all(writes, {.signaled = false}); });
-  EXPECT_TRUE(same_bytes(a_bytes(0, kWrites * 40), b_bytes(0, kWrites * 40)));
 }
 
 // A scope keeps its first requests in place and the rest elsewhere: the references it hands out

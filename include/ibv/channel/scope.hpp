@@ -227,17 +227,19 @@ class ListPoster {
         check(request);
       }
     }
-    std::size_t count = 0;
+    Request* const first = storage.data();
+    Request* const end = first + storage.size();
+    Request* next = first;
     for (const auto& operation : operations) {
       // Made in place (the prvalue initializes the element): no copy of the request.
       static_assert(std::is_trivially_destructible_v<Request>);
-      ::new (static_cast<void*>(&storage[count++])) Request(make(operation));
-      if (count == storage.size()) {
+      ::new (static_cast<void*>(next++)) Request(make(operation));
+      if (next == end) {
         post(storage);
-        count = 0;
+        next = first;
       }
     }
-    if (count != 0) post(storage.first(count));
+    if (next != first) post(storage.first(static_cast<std::size_t>(next - first)));
   }
   /// post_all()'s parts: the channel's room for building a list in place, the checks of a
   /// request as a post would make them, and the posting of a built list (keeping every
