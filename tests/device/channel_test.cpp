@@ -466,6 +466,43 @@ TEST_F(ChannelScoped, PostAllChecksEveryRequestBeforePostingAny) {
   }
 }
 
+// post_all of receives checks every receive before posting any, as for writes (the receives'
+// own inline check, past the 64 built in place too): the last has one element more than the
+// queue pair takes, nothing is posted, and a later message lands in a later receive.
+TEST_F(ChannelScoped, PostAllOfReceivesChecksEveryReceiveBeforePostingAny) {
+  const std::size_t too_many = b->queue_pair().settings().max_recv_sge.value() + 1;
+  std::vector<ScatterElement> pieces;
+  for (std::size_t i = 0; i < too_many; ++i) pieces.push_back(scatter_b(8000 + i * 8, 8)[0]);
+  for (const std::size_t count : {std::size_t{5}, std::size_t{100}}) {
+    std::fill(buffer_b.begin(), buffer_b.end(), std::byte{0});
+    std::vector<std::array<ScatterElement, 1>> into;
+    std::vector<op::Receive> receives;
+    into.reserve(count);
+    for (std::size_t i = 0; i + 1 < count; ++i) {
+      into.push_back(scatter_b(i * 64, 64));
+      receives.push_back(op::Receive{into.back()});
+    }
+    receives.push_back(op::Receive{pieces});
+    b->scope([&](ChannelScope& scope) {
+      EXPECT_TRUE(ibv_test::throws_invalid_argument([&] { scope.post_all(receives); },
+                                                    {"receive", "max_recv_sge"}))
+          << count;
+      EXPECT_EQ(scope.size(), 0U) << count;
+    });
+    fill_pattern(a_bytes(0, 32), 56);
+    a->scope([&](ChannelScope& sa) {
+      b->scope([&](ChannelScope& sb) {
+        sb.post_receive(scatter_b(20000, 32));
+        sa.post_send(gather_a(0, 32));
+      });
+    });
+    EXPECT_TRUE(same_bytes(a_bytes(0, 32), b_bytes(20000, 32))) << count;
+    EXPECT_TRUE(std::all_of(buffer_b.begin(), buffer_b.begin() + 20000,
+                            [](std::byte x) { return x == std::byte{0}; }))
+        << count << " receives: a message landed in one of them";
+  }
+}
+
 // A send queue of 4: a list of 51 writes goes out 2 at a time (the last alone) and all of them
 // land. Unsignaled, the channel signals often enough that room comes back; signaled, the last
 // request of each doorbell asks for the completion that stands for its part (without it the
