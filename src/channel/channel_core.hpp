@@ -177,7 +177,7 @@ class ChannelCore : public CoreCount {
                              if (!signaled) request.unsignaled();
                              run = signaled ? 0 : run + 1;
                            });
-    if (options.signaled) {
+    if (options.signaled) {  // the last of each part asks for the completion of its part
       for (std::size_t end = part; end - part < requests.size(); end += part) {
         requests[std::min(end, requests.size()) - 1].native().send_flags |= IBV_SEND_SIGNALED;
       }
