@@ -158,7 +158,7 @@ class ChannelCore : public CoreCount {
     const std::uint64_t first_id = next_wr_id_;
     std::uint64_t inline_count = 0;
     // Each request's wr_id, inline data and signaling, then its checks (bad input throws
-    // here, before anything is posted), in one pass.
+    // here, before anything is posted), in one pass; a signaled list's part ends after it.
     const auto prepare = [&](SendRequest& request, std::size_t i) {
       request.native().wr_id = first_id + i;
       apply_inline(request, options.inline_data, max_inline_data_);

@@ -78,8 +78,8 @@ TEST(LocalKeys, RemovedKeysAreNotHeldAndManyComingAndGoingKeepTheRestHeld) {
   const int device = 0;
   LocalKeys keys(fake_device(device));
   std::vector<bool> live(20000, false);
-  // Rounds of registering and deregistering, so that the table is rebuilt in place (many
-  // removed keys) and grows (many live ones).
+  // Rounds of registering and deregistering, so that the set is rebuilt into another table
+  // (many removed keys) and grows (many live ones).
   std::uint32_t next = 1;
   for (int round = 0; round < 30; ++round) {
     for (int i = 0; i < 400 && next < live.size(); ++i, ++next) {
@@ -96,7 +96,7 @@ TEST(LocalKeys, RemovedKeysAreNotHeldAndManyComingAndGoingKeepTheRestHeld) {
       ASSERT_EQ(keys.holds(lkey_of(i)), live[i]) << "round " << round << ", region " << i;
     }
   }
-  // Many regions, then few, then many again: the table is rebuilt in place, never shrunk.
+  // Many regions, then few, then many again: the set is rebuilt, never into a smaller table.
   for (std::uint32_t i = 1; i < next; ++i) {
     if (live[i] && i % 50 != 0) {
       keys.remove(lkey_of(i));
