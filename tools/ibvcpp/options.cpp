@@ -143,6 +143,13 @@ SplitArguments split_arguments(std::span<const std::string_view> args) {
   return split;
 }
 
+/// The UsageError of a value `option` does not take: the value, the option, and in parentheses
+/// what it takes (`takes`).
+[[noreturn]] void reject_value(const ParsedOption& option, const std::string& takes) {
+  throw UsageError("invalid value '" + option.value + "' for " + option.spelling + " (" + takes +
+                   ")");
+}
+
 /// A decimal number in [min, max]; anything else is a UsageError naming the option.
 std::uint64_t parse_number(const ParsedOption& option, std::uint64_t min, std::uint64_t max) {
   const std::string& text = option.value;
@@ -150,8 +157,7 @@ std::uint64_t parse_number(const ParsedOption& option, std::uint64_t min, std::u
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < min ||
       value > max) {
-    throw UsageError("invalid value '" + text + "' for " + option.spelling + " (expected " +
-                     std::to_string(min) + ".." + std::to_string(max) + ")");
+    reject_value(option, "expected " + std::to_string(min) + ".." + std::to_string(max));
   }
   return value;
 }
@@ -272,8 +278,7 @@ void apply_perf_option(PerfOptions& options, const ParsedOption& option,
     case Opt::mtu: {
       const auto mtu = static_cast<std::uint32_t>(parse_number(option, 256, 4096));
       if (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096) {
-        throw UsageError("invalid value '" + option.value + "' for " + option.spelling +
-                         " (the path MTU is 256, 512, 1024, 2048 or 4096)");
+        reject_value(option, "the path MTU is 256, 512, 1024, 2048 or 4096");
       }
       options.mtu = mtu;
       break;
@@ -298,8 +303,7 @@ void apply_perf_option(PerfOptions& options, const ParsedOption& option,
       } else if (option.value == "extended") {
         options.post_interface = ibv::PostInterface::extended;
       } else {
-        throw UsageError("invalid value '" + option.value + "' for " + option.spelling +
-                         " (expected classic or extended)");
+        reject_value(option, "expected classic or extended");
       }
       break;
     case Opt::report_gbits: options.report_gbits = true; break;
