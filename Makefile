@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # ibverbs-cpp developer commands (`make help`). CMake does the real work; see CMakePresets.json.
 #
 #   make demo      install deps, build (ci preset), run the examples (here or in the testbed)
@@ -27,7 +28,7 @@ CMAKE := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake
 .PHONY: help deps configure build test test-long demo fuzz lint format docs install package clean
 
 help:
-	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '4,15p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@scripts/install-deps

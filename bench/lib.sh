@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 # bench/lib.sh: what every benchmark script records with its figures: the commit they were
 # measured at and the command that made them. Sourced by the bench/ scripts.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # FindIBVerbs
 # -----------
 # Finds libibverbs and librdmacm (rdma-core); both are required.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # ibv_target_warnings(<target>)
 #
 # Turns on the project's warning set for one of our own targets. The flags are PRIVATE, so they

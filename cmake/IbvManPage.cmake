@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cmake -D IBVCPP=<built ibvcpp> -D OUT=<ibvcpp.1.gz> -D VERSION=<x.y.z> -D GZIP=<gzip> -P ...
 #
 # The manual page of ibvcpp for the tools package (cmake/IbvPackaging.cmake), made from the

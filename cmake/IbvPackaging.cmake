@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Debian packages of ibverbs-cpp, made by CPack's DEB generator from this build (`make package`
 # configures the `package` preset, builds it and runs cpack; the .deb files land in build/debs/).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # IBV_SANITIZE: build everything of this project (library, tests, tools, examples) with GCC's
 # or Clang's runtime sanitizers, for the `asan` and `tsan` presets.
 #

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Channel in its smallest form, after the example of the Rust crate ibverbs-rs: one
 // registered buffer split in two halves, and a send from the first half into the second over a
 // loopback channel, inside a scope that returns only when both the send and the receive have

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Network layer: a Node per rank, however the job was started. The ranks find each other
 // through ibv::net::bootstrap_from_environment() (PMIx under mpirun or srun, a TCP rendezvous
 // with IBV_BOOTSTRAP=host:port, or a JSON hosts file), connect a Node each, then for a few

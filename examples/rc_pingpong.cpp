@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // rc_pingpong: rdma-core's ibv_rc_pingpong written with ibverbs-cpp. It speaks the same
 // out-of-band TCP protocol and runs the same ping-pong of sends over a reliable-connected queue
 // pair, so either side may be the original program:

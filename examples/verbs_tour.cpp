@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A tour of the verbs layer on one device: list the devices, show a port and its GID table,
 // connect two queue pairs to each other, and move data with a send, an RDMA write and an RDMA
 // read, checking every byte.

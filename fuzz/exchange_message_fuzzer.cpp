@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer entry point of the exchange_message target (fuzz/exchange_message_target.hpp says what
 // it covers); built by the `fuzz` preset and run by scripts/fuzz.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The exchanger fuzz target: the receive path of ibv::net::Exchanger over a byte stream instead
 // of a socket. Each message goes through the exchanger's own receive step
 // (IncomingMessage::receive_from, src/net/incoming_message.hpp, which Link::receive in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The exchanger fuzz target: everything ibv::net::Exchanger decodes from bytes a peer (or any
 // stray client) sends, consumed by the exchanger's own receive step (src/net/incoming_message.hpp)
 // as the exchanger consumes its sockets. Called by libFuzzer

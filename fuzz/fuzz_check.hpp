@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The invariants a fuzz target asserts beyond "no crash": a violated one throws
 // InvariantViolation, which is not an ibv::Error, so it escapes the target. Under libFuzzer an
 // escaping exception aborts (a crash, with the input saved); in the unit test that replays the

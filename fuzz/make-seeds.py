@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 # fuzz/make-seeds.py: writes the seed corpus (fuzz/corpus/<target>/) from the wire formats
 # described in fuzz/exchange_message_target.hpp and include/ibv/net/*.hpp. Run once by hand when
 # the formats change (python3, not needed by the build); the files it writes are committed.

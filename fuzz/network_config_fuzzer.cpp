@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer entry point of the network_config target (fuzz/network_config_target.hpp says what it
 // covers); built by the `fuzz` preset and run by scripts/fuzz.
 #include <cstddef>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The config loader fuzz target: NetworkConfig::from_json, then the promises of an accepted
 // configuration checked one by one and its round trip through to_json() and the builder.
 #include "network_config_target.hpp"

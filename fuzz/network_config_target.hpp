@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The config loader fuzz target: ibv::net::NetworkConfig::from_json on arbitrary text. Called
 // by libFuzzer (fuzz/network_config_fuzzer.cpp) and by the unit test that replays the committed
 // corpus and regression inputs (tests/unit/fuzz_corpus_test.cpp).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 # Shared helpers for scripts/*. Source it: . "$(dirname "$0")/lib.sh"   (bash)
 

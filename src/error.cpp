@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The library's errors (ibv/error.hpp): message composition, errno classification, the hints for
 // common failures, and the kind and errno of failed work completions and of batches.
 #include "ibv/error.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "ibv/version.hpp"
 
 // The build passes IBV_VERSION_STRING from project(VERSION) in CMakeLists.txt.

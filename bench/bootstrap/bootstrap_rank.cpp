@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bench/bootstrap/bootstrap_rank.cpp: one rank of the bootstrap benchmark (bench/bootstrap/run).
 // It does with dummy data exactly what PreparedNode::connect(Bootstrap&) does with a Node's
 // connection data: a personalized all_to_all_bytes of one PeerEndpoint::kWireSize-byte entry per

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # bench/hot_path/callgrind.awk: reads one callgrind output file (callgrind.out.*, any of
 # callgrind's name and position compressions) and prints tab-separated figures:
 #   total  IR                       all instructions collected

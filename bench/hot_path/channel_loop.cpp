@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bench/hot_path/channel_loop.cpp: the hot path of raw_loop.c (one small request of each
 // operation, posted and waited for: an RDMA write, a send with its receive, an RDMA read, a
 // fetch-and-add, a compare-and-swap) through the library, in each of its styles, with the

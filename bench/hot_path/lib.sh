@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 # bench/hot_path/lib.sh: callgrind runs of the hot-path programs, shared by bench/hot_path/run
 # (the report) and bench/hot_path/guard (the regression guard). Sourced, not run.

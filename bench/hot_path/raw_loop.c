@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bench/hot_path/raw_loop.c: the hot path of each operation the library's benchmark measures
 // (an 8-byte RDMA write, a send with its receive, an RDMA read, a fetch-and-add, a
 // compare-and-swap), written in raw libibverbs: ibv_post_send (and ibv_post_recv), or with

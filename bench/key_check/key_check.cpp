@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // key_check: what the check that each element's memory region belongs to the queue pair's
 // protection domain (detail::LocalKeys::refusal, on every post) costs when its cache misses,
 // without a device: the keys are numbers and the device a fake address, as in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bench/wait_modes/pingpong.cpp: what each Channel WaitMode costs in latency and CPU time. Two
 // threads of one process, each with its own end of a loopback pair of Channels built with the
 // mode under test, play ping-pong with small messages: the pinger sends and waits for the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """bench/wait_modes/report.py: turns the raw JSON lines of bench/wait_modes/run (one object per
 wait_modes_pingpong run) into bench/results/wait_modes.md and wait_modes.json.
 

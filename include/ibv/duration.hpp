@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibv::Duration: the one type of every public timeout and length of time.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every error the library throws, in one header: ibv::Error (the failing operation, errno, an
 // ErrorKind and a hint a person can act on), WorkError (one failed work completion) and
 // BatchError (what went wrong in a batch of requests: a scope, or a MultiChannel call to several

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The whole public API of ibverbs-cpp in one include. Prefer the single headers in larger code.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Library version.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Channel, ChannelBuilder and PreparedChannel: building, and the blocking and unpolled posts.
 #include "ibv/channel/channel.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ChannelCore: completion caching, send-queue accounting with unsignaled requests, cancelling,
 // and waiting by spinning or sleeping on the completion channel.
 #include "channel/channel_core.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: the state a Channel shares with its PendingWork handles and scopes: the queue pair,
 // its completion queue, wr_id allocation, the cache of completions that arrived for other
 // requests than the one awaited, send-queue accounting (signaled and unsignaled requests in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PendingWork: polling, waiting, and the destructor that settles unpolled work.
 #include "ibv/channel/pending_work.hpp"
 

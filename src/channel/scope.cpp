@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Scopes: posting inside a Channel scope, and ScopeWork, which waits for a scope's requests at
 // its end and turns what it found into BatchError or a manual scope's complaint.
 #include "ibv/channel/scope.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SharedReceivePool and ReceivedMessage: the pool's buffers, posted at construction and
 // posted again as each message is released.
 #include "ibv/channel/shared_receive_pool.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: what a SharedReceivePool and its ReceivedMessages share: the shared receive queue,
 // the buffers' memory and region, and how many buffers are posted.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: the one wait loop behind every completion wait of a WaitMode: a Channel's
 // (ChannelCore::wait_until, one completion queue) and a MultiChannel's receive from any peer
 // (several queues on one completion channel). Spin, or arm / check / sleep without a race.

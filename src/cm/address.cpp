@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Address parsing and option checks of the rdma_cm layer (pure: no device, no rdma_cm call).
 #include "cm/address.hpp"
 

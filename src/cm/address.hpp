@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: the pure checks of the rdma_cm layer, done before anything is created: parsing an
 // IP address literal into a socket address, and validating ConnectOptions.
 #pragma once

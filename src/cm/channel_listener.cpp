@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ChannelListener: rdma_bind_addr + rdma_listen, and accept(): a connection request turned
 // into a connected Channel (or rejected, so the client learns at once).
 #include "ibv/cm/channel_listener.hpp"

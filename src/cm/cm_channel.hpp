@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: the parts of Channel::connect and ChannelListener::accept that build a channel for
 // an rdma_cm id (ChannelAccess is the friend of Channel and PreparedChannel that may).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // rdma_cm resources, bounded event waits, event errors and the channel's connection monitor.
 #include "cm/cm_id.hpp"
 

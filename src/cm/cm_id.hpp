@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: rdma_cm resources with owners (event channel, cm id, event), bounded waiting for
 // events with poll() on the event channel's non-blocking fd, the errors that events turn into,
 // and the ConnectionMonitor that keeps a channel's rdma_cm connection.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Channel::connect: a Channel connected with rdma_cm (address and route resolution, then the
 // connection handshake), and the channel building it shares with ChannelListener.
 #include <infiniband/verbs.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The coroutine layer's out-of-line part: the errors of a bad timeout or unsignaled options
 // given to an async call, and the named MultiChannel calls (which check the peer, and a
 // PeerRemoteMemoryRegion's, before they post as async() does).

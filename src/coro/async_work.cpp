@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AsyncWork: polling a PendingWork on behalf of a suspended task, its timeout and cancelling.
 #include "ibv/coro/async_work.hpp"
 

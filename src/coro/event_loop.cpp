@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // EventLoop: spawning, the pass that resumes ready coroutines, reaping finished tasks, and
 // sleeping on the completion fds between passes.
 #include "ibv/coro/event_loop.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private helpers: fixed-width big-endian integers in byte buffers, for the wire forms of
 // endpoints and remote regions.
 #pragma once

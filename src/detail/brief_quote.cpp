@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Brief quotes of outside text in error messages: see brief_quote.hpp.
 #include "detail/brief_quote.hpp"
 

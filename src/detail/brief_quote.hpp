@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: how an error message quotes text that came from outside (a peer's JSON, a hosts
 // file, a caller's string): briefly, so that a 50 MB field does not become a 50 MB what().
 #pragma once

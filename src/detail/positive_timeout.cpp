@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The one check of a caller's length of time, and its text: see positive_timeout.hpp.
 #include "detail/positive_timeout.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: the one check of a caller's timeout or other length of time (ibv::Duration) and the
 // one way a message writes one, so that every check says the same thing in the same units.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Allocation: mmap'ed page-aligned memory in normal, huge or transparent huge pages, bound to a
 // NUMA node on request, with errors that say how to configure what is missing.
 #include "ibv/memory/allocation.hpp"

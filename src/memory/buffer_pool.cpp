@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // BufferPool: a free list of buffer indices over one RegisteredMemory, shared by the pool and
 // its handles through a plain (not atomic) reference count.
 #include "ibv/memory/buffer_pool.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // NUMA placement: device nodes from sysfs (PCI device, or the netdev under a software device),
 // thread pinning with sched_setaffinity, CPU list parsing.
 #include "ibv/memory/numa.hpp"

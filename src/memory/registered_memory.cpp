@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RegisteredMemory: allocate, register, and tear down in the right order.
 #include "ibv/memory/registered_memory.hpp"
 

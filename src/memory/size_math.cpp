@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Overflow-checked size arithmetic of the memory helpers (see size_math.hpp).
 #include "memory/size_math.hpp"
 

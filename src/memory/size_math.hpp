@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: overflow-checked size arithmetic of the memory helpers (rounding to pages, the
 // layout of a buffer pool). Pure functions, unit-tested on their own.
 #pragma once

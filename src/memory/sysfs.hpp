@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: reading the small text files of sysfs and procfs that the memory helpers consult
 // (huge page counts, NUMA nodes, device links), with an injectable root for the unit tests.
 #pragma once

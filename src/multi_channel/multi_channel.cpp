@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MultiChannel, its builder and prepared form: making one queue pair per peer, connecting them
 // all, and the blocking and unpolled peer-addressed calls.
 #include "ibv/multi_channel/multi_channel.hpp"

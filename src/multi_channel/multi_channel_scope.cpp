@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MultiChannelScope and MultiManualScope: peer-addressed posting kept until the scope ends.
 #include "ibv/multi_channel/multi_channel_scope.hpp"
 

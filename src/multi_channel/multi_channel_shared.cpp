@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MultiChannel's receives from a shared receive queue: the next message from any peer, the
 // peers visited in turn.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Peer checks and batch posting of MultiChannel: everything is checked before the first post.
 #include "multi_channel/peer_batch.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: the checks that every MultiChannel call makes on the peers it addresses, and the
 // posting of batches (scatter, gather, multicast) shared by the three styles of posting.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PeerRemoteMemoryRegion: its text form, and tagging the regions gathered from every rank.
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Barrier schedules: BarrierGroup validation and the per-round signal/wait lists of the
 // centralized, binary-tree and dissemination barriers.
 #include "ibv/net/barrier_schedule.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bootstrap: what every implementation shares.
 #include "ibv/net/bootstrap.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bootstrap_from_environment() and open_device_from_environment(): the choices a rank makes
 // from how it was started.
 #include "ibv/net/bootstrap_from_environment.hpp"

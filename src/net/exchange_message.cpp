@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The exchanger's message framing: encoding a header and checking a received one field by
 // field, with messages that name the sender and exactly what is wrong.
 #include "ibv/net/exchange_message.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Exchanger: the TCP mesh of the out-of-band exchange. Every socket is non-blocking and one
 // event loop per exchange drives everything at once (connection attempts and their retries,
 // accepting, identifying, sending and receiving on every connection) under one deadline, so

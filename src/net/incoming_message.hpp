@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private to the library (not installed): the receive step of one Exchanger connection, the
 // message being received (header, then payload) and how the bytes that arrive are checked:
 // decode_header on every prefix of the header, the payload sized at the announced length once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reading the rank and world size a launcher (Open MPI, Slurm, PMI) put in the environment, and
 // checking them against a NetworkConfig.
 #include "ibv/net/launcher.hpp"

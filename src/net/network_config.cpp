@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // NetworkConfig: the JSON form (nlohmann_json, private to the library), reading a file and the
 // validation shared by from_json() and NetworkConfigBuilder::build().
 #include "ibv/net/network_config.hpp"

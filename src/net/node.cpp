@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Node, NodeBuilder and PreparedNode: building a rank, connecting it to every other rank
 // (directly from their endpoints, or over a Bootstrap), and running its barriers.
 #include "ibv/net/node.hpp"

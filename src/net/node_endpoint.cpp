@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // NodeEndpoint and PeerEndpoint: their binary forms, checked field by field when parsed.
 #include "ibv/net/node_endpoint.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PmixBootstrap: collectives through the launcher's PMIx server. Built with PMIx when CMake
 // found it (IBV_HAVE_PMIX); otherwise every constructor says the support is not built in.
 #include "ibv/net/pmix_bootstrap.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The RDMA barrier of a Node: signals are RDMA writes of per-peer counters into the receiver's
 // (round, sender) slot; a receiver checks its own slots until each holds the count it expects:
 // spinning, or (a channel wait mode that sleeps) sleeping between checks.

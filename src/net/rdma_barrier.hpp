@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: the barrier of a Node over RDMA. Registered slots that peers write their signals
 // into, one per (round, sender); per-peer counters of signals sent and received; running one
 // participant's barrier schedule with a deadline; poisoning after a failure.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Rendezvous: the TCP star of a job without a hosts file. The root runs one poll() loop per
 // collective over its listener and every member's connection; a member runs one over its single
 // connection to the root. Every socket is non-blocking and every loop has one deadline.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The shared TCP pieces of the bootstraps: address text, listening, retried dials and framed
 // non-blocking connections.
 #include "net/tcp_link.hpp"

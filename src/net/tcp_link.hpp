@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private to the library (not installed): the TCP pieces every out-of-band bootstrap shares
 // (the Exchanger's mesh, the Rendezvous's star): an owned descriptor, socket addresses and their
 // text, a listening socket with errors a person can act on, a non-blocking dial that retries

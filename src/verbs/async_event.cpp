@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // read_async_event: a bounded wait on the context's async event descriptor, then
 // ibv_get_async_event / ibv_ack_async_event.
 #include "ibv/verbs/async_event.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: the checks an atomic work request must pass before it is posted, as a pure function
 // of the request and what the queue pair knows (unit-tested; QueuePair::check turns the verdict
 // into an error message).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CompletionChannel: creation (non-blocking fd), bounded waiting with poll(), and reading and
 // acknowledging events.
 #include "ibv/verbs/completion_channel.hpp"

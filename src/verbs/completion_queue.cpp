@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CompletionQueue: creation (optionally on a completion channel), allocation-free polling and
 // arming.
 #include "ibv/verbs/completion_queue.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Context: device, port and GID table queries, and the default GID index choice.
 #include "ibv/verbs/context.hpp"
 

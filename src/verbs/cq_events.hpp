@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: acknowledgement accounting of the completion events of one completion queue that
 // is attached to a completion channel. Its address is the queue's cq_context, so whoever reads
 // an event from a (possibly shared) channel finds the queue's counter from the event alone.

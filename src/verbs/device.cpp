@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device discovery and opening by name or by the first active port.
 #include "ibv/verbs/device.hpp"
 

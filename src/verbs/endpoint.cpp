@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Endpoint wire forms: JSON (nlohmann_json, private to the library) and the fixed binary form.
 #include "ibv/verbs/endpoint.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Gid text forms and GID table entry formatting.
 #include "ibv/verbs/gid.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // LocalKeys: the registry of every memory region's local key (under one lock), the lock-free key
 // sets of each protection domain and each device (KeySet), and each domain's cache.
 #include "ibv/verbs/local_keys.hpp"

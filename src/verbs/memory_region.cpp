@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MemoryRegion: keys, bounds checks and the making of scatter/gather elements.
 #include "ibv/verbs/memory_region.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ProtectionDomain: allocation and the three kinds of memory registration.
 #include "ibv/verbs/protection_domain.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // QueuePairBuilder, PreparedQueuePair and QueuePair: settings checked against the device, the
 // RESET -> INIT -> RTR -> RTS transitions, and checked posting.
 #include "ibv/verbs/queue_pair.hpp"

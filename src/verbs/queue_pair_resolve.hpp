@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: the checks and choices of QueuePairBuilder::build() that need the device's limits but
 // create nothing, so that ChannelBuilder can run them before it creates a completion queue.
 #pragma once

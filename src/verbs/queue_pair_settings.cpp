@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Range checks and duration conversions of the queue pair setting value types, and Mtu.
 #include "ibv/verbs/queue_pair_settings.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Private: the error of a failed memory registration, with the locked-memory hint sized to the
 // registration that failed.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RemoteMemoryRegion: checked sub-regions and the 20-byte wire form.
 #include "ibv/verbs/remote_memory_region.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SharedReceiveQueue: creation checked against the device's SRQ limits, checked posting and
 // the low-water limit.
 #include "ibv/verbs/shared_receive_queue.hpp"

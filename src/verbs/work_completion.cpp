@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Names, explanations and formatting of work completions (WorkError is in src/error.cpp).
 #include "ibv/verbs/work_completion.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of RDMA atomics (fetch-and-add, compare-and-swap) on 8-byte remote words through
 // the Channel in its three styles and through a MultiChannel, data checked word by word:
 // - fetch_add returns the old value and adds; compare_swap swaps on a match only; the result

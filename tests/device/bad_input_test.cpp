@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bad-input sweep, part 2: the entry points that need a device (Context queries, completion
 // queues, queue pair / channel / multi-channel / node builders, posting on channels, memory
 // registration), tried with zero, the type's maximum, negative values where the type has them,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of the Channel layer: two Channels on one protection domain, connected to each
 // other on the test device, data checked byte by byte.
 // - every operation in the three styles: blocking, unpolled (PendingWork) and scoped;

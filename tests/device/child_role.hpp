@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Child roles: device tests that need a second process (a peer to kill -9, a rank that dies in
 // a barrier) run this same test binary again as `ibv_device_tests --child-role NAME ARGS...`.
 // A role is a function registered under a name; main() runs it instead of the tests when asked.

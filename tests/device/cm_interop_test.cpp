@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Interoperability of Channel::connect and ChannelListener with rdma-core's rdma_cm programs
 // (package rdmacm-utils): our client completes rping's protocol against `rping -s`, our
 // listener serves `rping -c` (reading and writing back its pings), and our side exchanges

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of connection management with rdma_cm: Channel::connect and ChannelListener on
 // the test device's IP address (IBV_TEST_IP, which the testbed sets): data both ways, several
 // channels on one listener sharing one protection domain, and every way a connection can fail

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of the coroutine layer (ibv::Task, ibv::EventLoop, the async_* operations) on two
 // Channels connected to each other on the test device, data checked byte by byte:
 // - a ping-pong of messages between two tasks on one loop;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared set-up of the device tests: the device under test (from IBV_TEST_DEVICE and
 // IBV_TEST_GID_INDEX, as the testbed sets them, or the first active device) and a pair of
 // queue pairs connected to each other on it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of discovery and queries: device list, open by name, ports, GID table, and the
 // errors for a device, port or GID index that does not exist.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers of the fault-injection device tests (fault_test.cpp): commands run with a bound
 // (ip, rdma), a command that may block in the kernel (removing an rxe device that a process
 // still holds), a private netdev + rxe device to break without touching the device every other

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fault-injection device tests of the Channel layer: what a user sees when the peer or the link
 // goes away under traffic, and that the process recovers.
 // - FaultPeerKilled: a peer process (child role "fault-peer") receives a stream of RDMA writes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The ibvcpp command-line tool (tools/ibvcpp) on a real device: its errors and exit statuses
 // (unknown device 3, no server 4, TCP port in use 4, a size over the limit 2, settings that
 // differ 2 on both sides), `devices`, and a short real run of each of the six perf tests,

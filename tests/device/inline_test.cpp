@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of automatic inline posting on the Channel: the default max_inline_data the
 // device grants, small sends and writes posted inline (seen by the channel's inline_posts()
 // counter, and by what only inline data can do: a source the device has no key for, and a

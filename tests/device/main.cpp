@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Entry point of the device tests: names the RDMA device under test before running, so a log
 // always says what hardware (or Soft-RoCE) the results came from, and checks after every test
 // that it left no verbs resources behind (resource_check.hpp; the run fails if it can not check,

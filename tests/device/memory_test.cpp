@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of the memory helpers on the real device: RegisteredMemory in normal, huge and
 // transparent huge pages and on NUMA node 0 carrying RDMA writes and reads over a loopback
 // Channel pair, the clear errors for missing huge pages and a node that does not exist, the

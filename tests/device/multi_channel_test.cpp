@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of the MultiChannel layer on one device: three ranks (three MultiChannels on
 // one protection domain, connected in this process), each with its own registered buffer.
 // - building and handshaking: argument checks, endpoints per peer, a missing peer;

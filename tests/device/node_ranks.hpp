@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device-test helper: a Node world on one device, every rank a thread of this process with its
 // own Context, protection domain and Bootstrap on 127.0.0.1: an Exchanger (a port per rank) or
 // a Rendezvous (one port for the root). Used by node_test.cpp and wait_test.cpp.

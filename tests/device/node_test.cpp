@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of ibv::net::Node on one device: every rank is a thread of this process with its
 // own Context, protection domain and Exchanger (TCP on 127.0.0.1, a port per rank), so the
 // whole path runs: NodeBuilder -> PreparedNode -> connect() over the exchanger -> barriers and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of the operations as values (ibv/channel/operation.hpp) in every style: each of the
 // six operations through Channel::execute and post, a ChannelScope, MultiChannel::execute and
 // post, a MultiChannelScope, and the coroutine async() on a Channel and on a MultiChannel, on a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of every work request between two connected QPs, data checked byte by byte:
 // send, receive, RDMA write and read, immediates, 3-element scatter/gather, inline, unsignaled,
 // batched posting and polling; and the failures a user meets (wrong rkey, a region

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of the two post interfaces (PostInterface): classic by default, extended when
 // asked for (or a clear error on a provider without it), every operation of a Channel
 // delivering the same bytes through each (single elements through the extended interface,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of a rank that dies: a world of 3 ranks on the test device, each rank its own
 // process. This test process is rank 1; ranks 0 and 2 are child processes of this binary (child
 // roles, child_role.hpp). One rank is killed (SIGKILL) in a barrier, or dies half way through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Interoperability of examples/rc_pingpong with rdma-core's ibv_rc_pingpong (package
 // ibverbs-utils): their server with our client, our server with their client, and ours on both
 // sides, each pair on its own TCP port with the same options. Every process runs under a hard

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The reading half of the verbs-leak check (resource_check.hpp): the totals from RDMA netlink,
 // a process's own objects from `rdma -j resource show KIND`. Compiled on its own, not in a unity
 // batch: GCC's -Wnull-dereference misfires on nlohmann::json's iterators when this is inlined

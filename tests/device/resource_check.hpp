@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A gtest listener that fails a device test which leaves verbs resources behind: after each
 // test this process must own no kernel verbs objects (PDs, CQs, QPs, MRs, SRQs, contexts, CM
 // IDs on any RDMA device, as `rdma resource show` lists them), so a leaked QP or MR is named by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of resource set-up: memory registration, queue pair building and handshake,
 // lifetimes (a QP keeps its PD and CQs alive), and set-up errors that name what is wrong.
 #include <sys/mman.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of shared receive queues, from the verbs layer up:
 // - SharedReceiveQueue and SharedReceivePool sizes checked against the device's SRQ limits;
 // - a queue pair built on a shared receive queue takes the queue's receive, and refuses one of

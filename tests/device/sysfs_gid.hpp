@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device-test helper: the GID index a test expects the library to choose, read from the kernel's
 // sysfs GID table (/sys/class/infiniband/<dev>/ports/<port>/gids/<i> and gid_attrs/types/<i>)
 // instead of through the library, so that a test of Context::default_gid_index does not compare

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of what the documentation promises about threads, done concurrently and checked
 // byte by byte. docs/safety.md and channel.hpp: "a channel is used by one thread at a time;
 // different channels, even on one protection domain, may be used by different threads";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device tests of waiting without spinning: completion channels on the verbs layer (arming,
 // events, batched acknowledgement, destruction with events unacknowledged), the Channel's wait
 // modes (a blocked wait costs little CPU time, wakes for a completion that comes later, times

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # cmake -P tests/install/check.cmake (run by the ctest test `install_consumer`)
 #
 # 1. cmake --install the build IBV_BUILD_DIR into <IBV_WORK_DIR>/prefix

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Outside consumer of an installed ibverbs-cpp: compiles against the installed headers, links
 // the installed library and prints its version.
 #include <iostream>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Entry point of the multi-host tests: one process per rank (started by tests/multi_host/run).
 // Reads the rank's environment once, says who this rank is, and runs every test in the same
 // order as the other ranks (no shuffling: the ranks' tests meet each other in that order).

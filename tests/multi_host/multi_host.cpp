@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The environment of a multi-host test rank (see multi_host.hpp).
 #include "multi_host.hpp"
 

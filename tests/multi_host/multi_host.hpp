@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The multi-host tests (ibv_multi_host_tests) run as N cooperating processes, one per rank,
 // each on its own (emulated) host: tests/multi_host/run starts them, inside the testbed
 // (testbed/run --hosts N) or on one machine with a real RDMA device. Every rank runs the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The network layer across hosts: every rank is a process on its own (emulated) host with its
 // own device and address, connected through the TCP exchanger.
 // - every MultiChannel operation of a Node, with data checked, between all ranks;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Smoke tests of the multi-host harness itself: each rank's environment is coherent (its
 // device, GID and IP belong together), and the ranks reach each other over TCP at the
 // addresses MultiHost hands out.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The soak: every rank, round after round for IBV_SOAK_SECONDS (20 s in `make test`, 600 s in
 // `make test-long`; at least 40 rounds), sends its successor on a ring one RDMA write with
 // immediate and one send; the ring's stride changes every round (1, 2, ..., N-1), so over N-1

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One rank of a multi-host test, connected to all others: its bootstrap (the run's kind, kept
 // for later exchanges of memory regions), device, protection domain and Node. Shared by the
 // network tests and the soak.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test helper for the bad-input sweep (tests/unit/bad_input_test.cpp and
 // tests/device/bad_input_test.cpp): a table of (entry point, argument, value) cases, each either
 // the last valid value (must be accepted) or an invalid one (must throw ibv::Error of a kind whose

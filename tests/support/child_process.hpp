@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers for device tests that run other programs (ibv_rc_pingpong, our rc_pingpong example,
 // the ibvcpp tool): a child process under a hard timeout with its output in files, a temporary
 // directory for those files, and whether a TCP port has a listener yet.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test helper: checks that an action throws ibv::Error of a given kind whose message mentions
 // given words.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One rank of a job that tests/unit/launched_job_test.cpp starts with mpirun. It makes the
 // bootstrap its environment asks for (bootstrap_from_environment(), 3 s timeout) and does
 // IBV_TEST_COLLECTIVES all_gathers (default 1), except that the rank IBV_TEST_LEAVING_RANK names

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Small text helpers the test files share (one definition: the test targets are unity builds,
 // where two files' helpers of the same name would collide).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test helper: lets a test order events between its own thread and a helper thread without
 // sleeping. The helper thread takes a step only when the test allows one; a std::jthread's stop
 // request (its destructor makes one) wakes a helper waiting for permission, so a test that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Clock helpers the test files share (one definition: the test targets are unity builds).
 #pragma once
 

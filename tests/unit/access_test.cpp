@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests RemoteAccess: the set operations, its text and the verbs access flags it maps to.
 #include "ibv/verbs/access.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests the pure parts of atomics and automatic inlining: the atomic SendRequests (the
 // ibv_send_wr they fill in), the checks an atomic must pass before posting (atomic_problem),
 // the known remote rights a RemoteMemoryRegion carries, and the Channel's inline decision

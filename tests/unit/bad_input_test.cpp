@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bad-input sweep, part 1: every public entry point that takes a size, length, offset,
 // index, rank, world size, timeout, count or depth and needs no RDMA device, tried with zero,
 // the type's maximum, negative values where the type has them, and both sides of each bound

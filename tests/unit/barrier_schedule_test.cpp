@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests the barrier schedules: BarrierGroup validation, the round-count formulas, schedules
 // checked by hand (n = 2, 3, 5), and a discrete-event simulation that runs every participant's
 // schedule of consecutive barriers with random arrival times and message latencies, checking

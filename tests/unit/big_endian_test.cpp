@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests the private big-endian helpers behind the Endpoint and RemoteMemoryRegion wire forms.
 #include "detail/big_endian.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests how a rank chooses its bootstrap and device from a fake environment:
 // bootstrap_from_environment() (IBV_BOOTSTRAP=host:port / pmix / hosts, a hosts file, a PMIx
 // launcher, nothing at all, and the errors of each), device_name_from_environment(),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests how error messages quote outside text (detail::quote_briefly), and that the entry points
 // that take text from a peer or a hosts file quote it briefly: a 5 MB field gives a short what().
 #include "detail/brief_quote.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Unit tests of the rdma_cm layer's pure checks: IP address literals and ConnectOptions, which
 // Channel::connect and ChannelListener reject before they create anything.
 #include <arpa/inet.h>

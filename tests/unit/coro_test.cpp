@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Unit tests of the coroutine layer's logic that needs no device: Task (lazy start, values,
 // exceptions, destruction unfinished) and EventLoop (spawning, passes, timeouts, reaping),
 // with a test awaitable (Trigger) in place of a posted request.

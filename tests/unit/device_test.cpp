@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests what the device, context and port layer does without an RDMA device: GUID, device, port
 // and attribute text, opening an unknown device, and rejecting a null context.
 #include "ibv/verbs/device.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The cap of a TCP bootstrap dial's back-off (src/net/tcp_link.hpp): a second for small jobs,
 // longer when many ranks of one machine retry many peers, never more than 10 s.
 #include <chrono>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests ibv::Duration, the one type of public timeouts: implicit conversion from any
 // std::chrono duration, saturation at 100 years instead of overflow, and how messages write one
 // (detail::duration_text).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests Endpoint's wire forms: JSON and the 28-byte binary form, their round trips, exact
 // layout and the errors for malformed input.
 #include "ibv/verbs/endpoint.hpp"

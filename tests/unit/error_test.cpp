@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests ibv::Error (message composition, error code, kind, copying), throw_invalid_argument and
 // throw_verb_error (errno classification and the per-verb hints).
 #include "ibv/error.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests the exchanger's message framing without sockets: the exact header layout, the round
 // trip, incremental checking of a header that is still arriving, and every validation rule with
 // the words of its message.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests ibv::net::Exchanger against 16 raw clients that reach its port at once, on loopback: 16
 // that connect and hang up or stay silent do not hold up an exchange with the real peer; 16 that
 // each send a different kind of garbage fail the exchange promptly with a protocol error that

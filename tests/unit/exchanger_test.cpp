@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests ibv::net::Exchanger over loopback TCP, with the ranks as threads of this process: world
 // sizes 1 to 8, successive exchanges on the same connections, large payloads both ways at once,
 // ranks that start late or never, peers that close, hostile raw clients and acceptors, the

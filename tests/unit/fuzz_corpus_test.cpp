@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Replays every committed fuzz input, the seed corpus (fuzz/corpus/<target>/) and the inputs
 // that once broke the library (fuzz/regressions/<target>/), through the same target functions
 // libFuzzer runs (fuzz/*_target.hpp), so that `make test` checks them with any compiler and

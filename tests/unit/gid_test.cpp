@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests Gid (text forms, IPv4-mapped detection, native conversion, equality) and the text of
 // GidEntry and GidType.
 #include "ibv/verbs/gid.hpp"

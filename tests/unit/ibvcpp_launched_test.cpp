@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp perf as a launched pair (tools/ibvcpp/launched.hpp), without a device: which processes
 // run as a pair, the address message rank 0 publishes and its checks, and dialing the published
 // addresses in turn. A real mpirun run is in tests/device/ibvcpp_tool_test.cpp.

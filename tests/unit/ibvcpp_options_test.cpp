@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The ibvcpp command line: every option of `perf` and `devices`, perftest's defaults, and the
 // usage errors (exit status 2) with messages that name the option.
 #include <initializer_list>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp perf's out-of-band messages: settings and the mismatch message that names the setting,
 // queue pair addresses, results; and rejecting what another program would send.
 #include <string>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp's reports for a fixed set of results: perftest's text layout (rows compared with lines
 // perftest 6.06 printed), the header, the JSON document and its schema, progress lines, and the
 // devices listing as text and JSON.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp's figures against hand-computed values, computed the way perftest computes them:
 // intervals between posts, the two largest dropped, the integer median, population stdev,
 // percentiles at ceil(m * p); bandwidth over first post to last completion, and the peak.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Jobs started by Open MPI's mpirun (3 ranks of tests/support/launched_rank.cpp on this host, no
 // RDMA device needed), in which one rank leaves during the bootstrap. With PMIx built in: a rank
 // that crashes ends the job within seconds with its exit status, and the launcher's report

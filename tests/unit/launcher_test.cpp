@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests rank_from_launcher() (each launcher, precedence, partial pairs, malformed values, rank
 // not below size, nothing set) through a fake environment, and check_against().
 #include "ibv/net/launcher.hpp"

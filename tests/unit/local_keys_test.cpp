@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // detail::LocalKeys without a device (the keys are numbers, the devices fake addresses): every
 // key of a domain with many regions is held without the registry, removed keys are not, keys
 // of another domain are refused and keys of none pass, and regions coming and going on one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Loopback TCP helpers of the exchanger's unit tests (exchanger_test.cpp,
 // exchanger_crowd_test.cpp): the tests' own raw clients and servers, hand-made protocol messages,
 // and loopback networks of free ports.

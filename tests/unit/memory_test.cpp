@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests the memory helpers' pure logic: page rounding and overflow, the buffer pool's layout,
 // CPU list parsing, the device-to-NUMA-node lookup on a fake sysfs tree, and Allocation in
 // normal pages (plain mmap, which every host can do).

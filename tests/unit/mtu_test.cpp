@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests Mtu: the five path MTU sizes, their verbs codes, ordering and the rejected values.
 #include "ibv/verbs/mtu.hpp"
 

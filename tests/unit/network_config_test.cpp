@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests NetworkConfig: loading the JSON form (any order, sorted by rank), the round trip, every
 // validation error and its message, host() bounds, from_file() and NetworkConfigBuilder.
 #include "ibv/net/network_config.hpp"

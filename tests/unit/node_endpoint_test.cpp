@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests NodeEndpoint's binary form: round trip, exact header layout, and every rejection of
 // malformed bytes (what a peer of another version, or garbage, would send).
 #include "ibv/net/node_endpoint.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests the operations as values (ibv/channel/operation.hpp): each makes the work request of its
 // operation (opcode, elements, remote region, immediate, atomic operands) under the wr_id it is
 // given, and the concepts tell send-queue operations, receives and other types apart.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests the range checks and duration conversions of the queue pair setting value types, and the
 // defaults of QueuePairSettings.
 #include "ibv/verbs/queue_pair_settings.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests RemoteMemoryRegion: overflow-checked construction, sub-regions, array elements, struct
 // fields, and the 20-byte wire form.
 #include "ibv/verbs/remote_memory_region.hpp"

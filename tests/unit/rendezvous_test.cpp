@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests ibv::net::Rendezvous, the TCP star bootstrap, with every rank a thread of this process on
 // loopback: the three collectives at several world sizes and repeated, a root that comes up
 // late, and every failure the issue names (a rank that leaves during the bootstrap, a rank that

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests the device-free parts of shared receives: async event names and descriptions, and an
 // empty ReceivedMessage (what a moved-from or released message is).
 #include <infiniband/verbs.h>

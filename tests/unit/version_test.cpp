@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "ibv/version.hpp"
 
 #include <algorithm>

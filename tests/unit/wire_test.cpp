@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests Wire<T>, the byte encodings of the exchanger: which types have one (the concept), the
 // exact layouts, round trips, a user specialization, and the rejection of truncated, oversized
 // and left-over input.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests WorkCompletion read from hand-filled ibv_wc values, the names and explanations of work
 // statuses and opcodes, and WorkError.
 #include "ibv/verbs/work_completion.hpp"

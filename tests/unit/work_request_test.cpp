@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tests SendRequest and ReceiveRequest (the ibv_send_wr / ibv_recv_wr they fill in) and the
 // scatter/gather elements they refer to.
 #include "ibv/verbs/work_request.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp devices.
 #include "ibvcpp/devices.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp devices: what ibv_devices and (with -v) a condensed ibv_devinfo -v show a person,
 // from the library's device, port and GID-table queries; as text or JSON.
 #pragma once

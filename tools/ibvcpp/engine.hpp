@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The measurement engine of ibvcpp perf: the queue pairs and buffers of a session, and the
 // loops that measure bandwidth (engine_bw.cpp) and latency (engine_lat.cpp), written on the
 // library's public Channel API (unpolled post_* and PendingWork).

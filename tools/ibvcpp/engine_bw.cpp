@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bandwidth loops of ibvcpp perf, shaped like perftest's run_iter_bw / run_iter_bw_server:
 // the client keeps tx-depth requests in flight per queue pair, signals one request in
 // cq_moderation (and the last), timestamps every post and every polled completion; the server

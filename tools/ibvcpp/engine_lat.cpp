@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Latency loops of ibvcpp perf, shaped like perftest's run_iter_lat_write (a ping-pong of RDMA
 // writes, each side polling the last byte of its inbox for the peer's counter),
 // run_iter_lat_send (a ping-pong of sends) and run_iter_lat (a sequence of blocking reads).

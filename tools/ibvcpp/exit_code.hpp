@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Exit codes of ibvcpp and the error that carries one up to main().
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp perf as a launched pair: which processes are one, the bootstrap they meet through, the
 // addresses rank 0 publishes and how rank 1 dials them.
 #include "ibvcpp/launched.hpp"

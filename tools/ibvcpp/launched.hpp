@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp perf started by a launcher: `mpirun -np 2 ibvcpp perf write bw` (or srun -n 2, or any
 // job with IBV_BOOTSTRAP set) runs a server as rank 0 and its client as rank 1, with no address
 // on the command line. The two ranks meet through the library's Bootstrap (PMIx, the

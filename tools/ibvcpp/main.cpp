@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp: RDMA devices and perftest-style benchmarks on ibverbs-cpp. See README.md here.
 #include <cstdio>
 #include <exception>

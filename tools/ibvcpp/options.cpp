@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Command-line parsing of ibvcpp. A small getopt_long-like parser of its own (no global state,
 // so that it can be tested): options may come anywhere, as `-s 64`, `-s64`, `--size 64` or
 // `--size=64`; `--` ends the options.

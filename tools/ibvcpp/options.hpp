@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The command line of ibvcpp: `devices` and `perf {send|write|read} {bw|lat}`, parsed and
 // validated into plain option structs, with perftest's defaults.
 #pragma once

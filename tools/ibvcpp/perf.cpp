@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp perf: the session. Opens and checks the device, connects over TCP (started by a launcher
 // as 2 ranks, the ranks find each other through the bootstrap: launched.hpp), compares settings
 // with the peer, builds one Channel and one registered buffer per queue pair, exchanges

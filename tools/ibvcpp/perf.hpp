@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp perf: perftest-style bandwidth and latency tests over ibverbs-cpp Channels.
 #pragma once
 

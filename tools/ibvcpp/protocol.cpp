@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp perf's out-of-band messages: settings, addresses and results.
 #include "ibvcpp/protocol.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ibvcpp perf's out-of-band protocol over its TCP connection: the messages, the settings both
 // sides compare before they run, the addresses of the queue pairs, and the results the client
 // hands to the server. Pure encoding and checking; the socket is in tcp.hpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Text (perftest's layout) and JSON reports of ibvcpp perf.
 #include "ibvcpp/report.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What ibvcpp perf prints: perftest's header and columns as text, or one JSON document
 // (schema in tools/ibvcpp/README.md), and a progress line per size on stderr.
 #pragma once

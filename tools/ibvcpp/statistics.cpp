@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // perftest's latency and bandwidth statistics (perftest_parameters.c: print_report_lat,
 // print_report_bw), on nanosecond timestamps.
 #include "ibvcpp/statistics.hpp"

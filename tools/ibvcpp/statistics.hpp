@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The figures of a run, computed exactly as perftest computes them from the same raw data:
 // a timestamp per posted request (tposted) and a timestamp per polled completion (tcompleted),
 // here in nanoseconds of std::chrono::steady_clock rather than CPU cycles.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // TCP for ibvcpp perf: listen, dial with retries, framed messages with deadlines.
 #include "ibvcpp/tcp.hpp"
 

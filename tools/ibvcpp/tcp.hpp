@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The TCP connection of ibvcpp perf: a listener for the server, a dialler with bounded retries
 // for the client, and framed messages (protocol.hpp) with deadlines. Failures are ToolErrors
 // with the exit status of the phase they happen in.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // printf-style formatting into a std::string, for perftest's fixed-width report formats.
 #pragma once
 

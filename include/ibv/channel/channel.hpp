@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Channel: one safe point-to-point RDMA connection (a reliable-connected queue pair with its
 // own completion queue), built in two phases like the QP, with three ways to post work:
 // blocking, scoped and unpolled.

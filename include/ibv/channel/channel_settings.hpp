@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ChannelSettings: everything a Channel is built with besides its protection domain, in one
 // struct that ChannelBuilder, MultiChannelBuilder, NodeBuilder and rdma_cm's ConnectOptions all
 // take (and give back with settings()).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ChannelTimeouts: how long a Channel's waits may take, unless a call says otherwise.
 #pragma once
 

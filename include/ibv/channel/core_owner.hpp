@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // detail::CoreOwner: the counted reference that keeps a Channel's core alive. The Channel, its
 // scopes and its PendingWork handles each hold one; the core goes with the last of them.
 #pragma once

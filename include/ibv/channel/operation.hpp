@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Operations as values: one type per thing a channel can be asked to do (send, receive, write,
 // read, fetch-and-add, compare-and-swap), immediate data an optional field. Every style of
 // posting (Channel::execute and post, a scope's post, MultiChannel's peer-addressed calls, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PendingWork: the handle of one posted, not yet completed work request of a Channel.
 #pragma once
 

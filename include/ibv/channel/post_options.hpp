@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PostOptions: how one request is posted on a Channel (signaled or not, inline or not).
 #pragma once
 

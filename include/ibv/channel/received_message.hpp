@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ReceivedMessage: a message that landed in a SharedReceivePool buffer, owned by the caller
 // until released; releasing it posts the buffer back to the shared receive queue.
 #pragma once

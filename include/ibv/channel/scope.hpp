@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Scopes of a Channel: ChannelScope, which Channel::scope() gives its body and which returns
 // only after all work posted through it has completed; ManualScope, where leaving work unpolled
 // is a bug; and BatchError, what went wrong in a scope.

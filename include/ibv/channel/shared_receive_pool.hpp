@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SharedReceivePool: a shared receive queue that owns its receive buffers (fixed size, one
 // registered region) and keeps them posted: a message taken from it is a ReceivedMessage, whose
 // buffer goes back to the queue when the message is released.

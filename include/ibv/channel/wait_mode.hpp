@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // WaitMode: how a Channel (and a MultiChannel or Node) waits for completions: spinning on the
 // completion queue, sleeping on a completion channel, or spinning a while and then sleeping.
 #pragma once

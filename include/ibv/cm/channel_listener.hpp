@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ChannelListener: accepts Channels that clients open with Channel::connect (or rdma_cm
 // clients such as rdma-core's rping and ucmatose) on an IP address and port.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ConnectOptions: the settings of a channel connected through rdma_cm (Channel::connect and
 // ChannelListener), and how such a channel is put together.
 //

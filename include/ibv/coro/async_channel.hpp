@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The coroutine form of the Channel's operations: async(channel, operation) posts one request at
 // once and returns the AsyncWork to co_await in an ibv::Task; async_send etc. name it.
 //

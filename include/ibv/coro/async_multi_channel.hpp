@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The coroutine forms of the MultiChannel's one-peer operations: each posts one request to
 // `peer` at once and returns the AsyncWork to co_await in an ibv::Task.
 #pragma once

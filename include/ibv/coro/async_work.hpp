@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // AsyncWork: the awaitable of one posted request (a PendingWork) for ibv::Task coroutines, with
 // a timeout. Every operation of the coroutine interface (async_channel.hpp,
 // async_multi_channel.hpp) returns one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // EventLoop: runs ibv::Task coroutines and resumes them when the operations they await complete
 // or time out. Run it on its own (run()) or drive it from another loop (run_once()).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Task<T>: the coroutine type of the library's C++20 coroutine interface. A function returning
 // ibv::Task<T> may co_await the library's operations (async_work.hpp, async_channel.hpp) and
 // other tasks; tasks run on an ibv::EventLoop (event_loop.hpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Allocation: page-aligned memory the library allocates (and frees) for the caller, optionally
 // in huge pages or on a chosen NUMA node, ready to be registered.
 #pragma once

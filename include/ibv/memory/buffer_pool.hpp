@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // BufferPool: one registered allocation cut into N fixed-size message buffers, handed out and
 // taken back through RAII handles without allocating.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // NUMA placement: which node an RDMA device sits on, pinning the calling thread to a node's
 // CPUs, and allocation options for memory on the device's node.
 #pragma once

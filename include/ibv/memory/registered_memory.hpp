@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RegisteredMemory: an Allocation and its MemoryRegion owned together, deregistered before the
 // memory is freed.
 #pragma once

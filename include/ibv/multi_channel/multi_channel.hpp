@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MultiChannel: one Channel per peer, all on one protection domain (so one memory region serves
 // every peer), with peer-addressed posting in the Channel's three styles and calls that address
 // several peers at once: scatter send, gather receive, scatter write, gather read, multicast.

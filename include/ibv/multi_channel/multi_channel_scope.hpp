@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Scopes of a MultiChannel: MultiChannelScope, which MultiChannel::scope() gives its body and
 // which returns only after every request posted through it (to any peer) has completed; and
 // MultiManualScope, where leaving work unpolled is a bug. The MultiChannel counterparts of

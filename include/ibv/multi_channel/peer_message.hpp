@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PeerCompletion and PeerMessage: a receive from a MultiChannel's shared receive queue, with
 // the peer whose message it took.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PeerRemoteMemoryRegion: a remote memory region tagged with the peer (rank) it belongs to, so
 // that a MultiChannel refuses to use it with any other peer.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The requests of MultiChannel calls that address several peers at once: one element per peer
 // of a scatter send, gather receive, scatter write or gather read.
 #pragma once

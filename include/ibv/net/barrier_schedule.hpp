@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Barrier message schedules: which participant signals which, in which round, for the three
 // barrier algorithms of ibv::net (centralized, binary tree, dissemination). Pure logic, no RDMA.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bootstrap: how the ranks of a job find each other before any RDMA connection exists. One
 // interface, several ways: the hosts file's TCP mesh (ibv::net::Exchanger), a TCP rendezvous at
 // one root address (ibv::net::Rendezvous), and the launcher's PMIx server

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What a rank learns from how it was started: which Bootstrap to use (PMIx under a PMIx
 // launcher, a rendezvous when IBV_BOOTSTRAP names its root, else a hosts file) and which RDMA
 // device to open when no hosts file names one. With these, `mpirun -np 8 network` needs no

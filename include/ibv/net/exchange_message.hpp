@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The framing of the out-of-band TCP messages (ibv::net::Exchanger, ibv::net::Rendezvous) as pure
 // logic: encoding a header, and decoding and validating one from the bytes received so far, with no
 // sockets involved, so that every rule of the protocol can be tested on its own.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The out-of-band exchanger of a job: a TCP mesh between the ranks of a NetworkConfig (a hosts
 // file) over which every rank contributes one value (an endpoint, a remote region, any byte
 // string) and gets back every rank's, or sends each peer its own, before and between the RDMA

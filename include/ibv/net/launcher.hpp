@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The rank and world size a process launcher (mpirun, srun, a PMI launcher) gave this process,
 // read from its environment variables, and the check that it agrees with a NetworkConfig.
 #pragma once

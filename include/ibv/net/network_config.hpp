@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The network of a job: which host runs which rank, where its out-of-band exchanger listens and
 // which RDMA device it opens. Loaded from JSON (or built in code) and always valid once made.
 #pragma once

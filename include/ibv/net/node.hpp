@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Node: one rank of a job. A MultiChannel to every other rank, plus the rank's identity and
 // barriers over RDMA. Built in two phases like every connection here: NodeBuilder ->
 // PreparedNode (each peer gets its PeerEndpoint) -> handshake -> Node; connect() does the

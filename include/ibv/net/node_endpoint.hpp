@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What one rank of a Node tells the others before the handshake. PeerEndpoint: what it sends
 // one peer (the endpoint of the queue pair meant for it, and the region its barrier signals land
 // in), so that a rank receives O(world size) bytes. NodeEndpoint: everything at once (every queue

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PmixBootstrap: the Bootstrap of a job started by a PMIx launcher (Open MPI's mpirun, Slurm's
 // srun --mpi=pmix, PRRTE's prterun). Rank, world size and local rank come from the launcher's
 // PMIx server; collectives are put / commit / fence / get. PMIx support is optional at build

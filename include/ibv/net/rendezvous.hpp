@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Rendezvous: the Bootstrap of a job without a hosts file. Every rank knows only the root's
 // address (IBV_BOOTSTRAP=host:port, or an argument), the world size and its own rank; rank 0
 // listens there and every other rank dials it, so a rank holds one socket and each collective

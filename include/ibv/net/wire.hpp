@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Wire<T>: how a value travels as bytes through the out-of-band exchanger
 // (ibv::net::Exchanger::exchange<T>), with the encodings for the library's own types, strings,
 // byte vectors, unsigned integers and vectors of anything that has an encoding.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Which remote operations a memory region or queue pair admits.
 #pragma once
 

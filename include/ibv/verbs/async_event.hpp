@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Asynchronous events of a device (ibv_get_async_event): port state changes, fatal queue pair
 // errors, a shared receive queue's limit reached. Read with a bounded wait, acknowledged at once.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Completion channel: a file descriptor that becomes readable when an armed completion queue
 // attached to it gets a completion, so a thread can sleep (poll, epoll) instead of spinning.
 #pragma once

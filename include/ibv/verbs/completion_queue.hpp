@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Completion queue: where the device reports finished work requests; polled into a
 // caller-owned array, so the hot path allocates nothing. Optionally attached to a completion
 // channel, so that a thread can sleep until the next completion instead of spinning.

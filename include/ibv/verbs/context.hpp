@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An open RDMA device (ibv_context): device, port and GID-table queries, and the parent of
 // every other verbs object.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device discovery: list the RDMA devices of this host and open one by name or the first
 // active one.
 #pragma once

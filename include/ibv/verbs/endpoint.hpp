@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The address of a prepared queue pair, sent to the peer out of band before the handshake.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GIDs (128-bit global port addresses) and the entries of a port's GID table.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The local keys of a protection domain: which memory regions' lkeys its queue pairs accept, so
 // that a request whose element belongs to a region of another protection domain is refused
 // before it is posted (the device would fail it, or for inline data not notice at all).

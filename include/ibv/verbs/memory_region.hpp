@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A registered memory region: memory the device may access by its local key (and, when
 // registered remote-accessible, by peers through its remote key).
 #pragma once

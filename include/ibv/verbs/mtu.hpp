@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The path MTU of a queue pair: one of the five sizes the InfiniBand spec allows.
 #pragma once
 

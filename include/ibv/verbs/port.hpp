@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Port-level facts: state, link layer, MTU, and the port attributes a person or the queue pair
 // handshake needs.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Protection domain: the scope in which memory regions and queue pairs may be used together.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reliable-connected queue pairs, built in two phases: a QueuePairBuilder makes a
 // PreparedQueuePair (created, in INIT), whose endpoint() goes to the peer out of band; its
 // handshake(remote) drives INIT -> RTR -> RTS and gives a connected QueuePair.

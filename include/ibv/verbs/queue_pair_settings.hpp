@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The knobs of a reliable-connected queue pair, each a small value type that checks its range
 // at construction, so a QueuePairBuilder can only hold values the device can be given.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A peer's memory region as this side names it in RDMA operations: address, length, rkey.
 // Sub-regions, array elements and struct fields are derived with bounds and overflow checks.
 #pragma once

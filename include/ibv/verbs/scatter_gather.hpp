@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Scatter/gather elements: pieces of registered memory named in work requests.
 #pragma once
 

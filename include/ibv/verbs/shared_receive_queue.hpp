@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared receive queue (ibv_srq): one pool of posted receives that many queue pairs draw from,
 // with checked posting and the low-water limit that arms IBV_EVENT_SRQ_LIMIT_REACHED.
 #pragma once

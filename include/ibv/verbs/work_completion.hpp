@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Work completions: what the device reports when a work request has finished.
 #pragma once
 

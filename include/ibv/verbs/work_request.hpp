@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Work requests: what a queue pair is asked to do (send, RDMA write, RDMA read, atomics,
 // receive), built as values and posted without allocation.
 #pragma once
