@@ -39,8 +39,15 @@ configure: deps
 build: configure
 	$(CMAKE) --build --preset $(PRESET) --parallel $(JOBS)
 
-test: build
-	scripts/run-tests --suites "$(SUITES)" $(BUILD_DIR)
+# Timed from its start, the build included: scripts/run-tests prints each suite's time and the
+# whole, and warns when the whole is over the budget (tests/suites.json) for its kind of run:
+# "fresh" when this preset's tree was not configured before, "rebuilt" otherwise.
+test:
+	@kind=$$([[ -f $(BUILD_DIR)/CMakeCache.txt ]] && echo rebuilt || echo fresh); \
+	  start=$$(date +%s); \
+	  $(MAKE) --no-print-directory build && \
+	  IBV_MAKE_TEST_START=$$start IBV_MAKE_TEST_KIND=$$kind \
+	    scripts/run-tests --suites "$(SUITES)" $(BUILD_DIR)
 
 test-long: build
 	scripts/run-tests --long $(BUILD_DIR)
