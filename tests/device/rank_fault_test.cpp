@@ -6,6 +6,12 @@
 // within its timeout (never hang), tear down cleanly (no verbs objects left), and then build a
 // new world of the 2 survivors on fresh ports that passes barriers and exchanges data.
 //
+// A barrier's fault path is the same for every algorithm but is waited for in either of the
+// channel's ways: four of the seven barrier faults wait spinning (one per algorithm, and the
+// only one whose signal fails), three sleep on the completion channel (WaitMode::block), so
+// that both ways are tested and the processes that only wait out a timeout leave the testbed's
+// two vCPUs to the work that needs them.
+//
 // Children report on stdout, one fact a line ("FAULT kind=timeout at_ns=... elapsed_ms=...",
 // "WHAT <message>", "CLEAN"); this process checks those lines, so every assertion is here.
 // Times are steady_clock (CLOCK_MONOTONIC), the same clock in every process of the machine, so
@@ -131,16 +137,18 @@ std::filesystem::path write_config(const std::filesystem::path& path,
   return path;
 }
 
-/// Rank `rank` of `config`, connected over `exchanger`, every barrier by `algorithm`.
+/// Rank `rank` of `config`, connected over `exchanger`, every barrier by `algorithm`, every
+/// wait by `wait`.
 net::Node connect_rank(const net::NetworkConfig& config, std::uint32_t rank, const Context& context,
                        const ProtectionDomain& pd, net::Exchanger& exchanger,
-                       BarrierAlgorithm algorithm,
-                       RetryCount retries = RetryCount::default_value()) {
+                       BarrierAlgorithm algorithm, RetryCount retries = RetryCount::default_value(),
+                       const WaitMode& wait = WaitMode::spin()) {
   QueuePairSettings settings;
   settings.gid_index = test_gid_index(context);
   settings.retry_count = retries;
   return net::NodeBuilder(pd, config, rank)
       .queue_pair(settings)
+      .wait_mode(wait)
       .barrier_algorithm(algorithm)
       .barrier_timeout(kBarrierTimeout)
       .timeouts({.operation = 10'000ms, .drop = kDropTimeout})
@@ -295,11 +303,19 @@ BarrierAlgorithm algorithm_named(const std::string& name) {
   throw std::invalid_argument("no barrier algorithm '" + name + "'");
 }
 
-/// rank_fault_barrier CONFIG RANK ALGORITHM victim|survivor NEW_CONFIG NEW_RANK: passes
-/// kBarriersBefore barriers, then the victim prints PARKED and waits to be killed; a survivor
-/// enters one more barrier, which must fail (FAULT line), then builds the new world.
+/// The wait mode a child is told by name ("spin" or "block").
+WaitMode wait_mode_named(const std::string& name) {
+  if (name == to_string(WaitStrategy::spin)) return WaitMode::spin();
+  if (name == to_string(WaitStrategy::block)) return WaitMode::block();
+  throw std::invalid_argument("no wait mode '" + name + "' (spin or block)");
+}
+
+/// rank_fault_barrier CONFIG RANK ALGORITHM victim|survivor NEW_CONFIG NEW_RANK spin|block:
+/// passes kBarriersBefore barriers, then the victim prints PARKED and waits to be killed; a
+/// survivor enters one more barrier, which must fail (FAULT line), then builds the new world.
+/// Every barrier of the old world waits in the mode named last.
 int barrier_rank_role(const std::vector<std::string>& args) {
-  if (args.size() != 6) throw std::invalid_argument("rank_fault_barrier needs 6 arguments");
+  if (args.size() != 7) throw std::invalid_argument("rank_fault_barrier needs 7 arguments");
   const auto config = net::NetworkConfig::from_file(args[0]);
   const auto rank = static_cast<std::uint32_t>(std::stoul(args[1]));
   const bool victim = args[3] == "victim";
@@ -307,7 +323,8 @@ int barrier_rank_role(const std::vector<std::string>& args) {
     net::Exchanger exchanger(config, rank, {.timeout = kBuildTimeout});
     const Context context = open_device(config.host(rank).ibdev);
     const ProtectionDomain pd(context);
-    net::Node node = connect_rank(config, rank, context, pd, exchanger, algorithm_named(args[2]));
+    net::Node node = connect_rank(config, rank, context, pd, exchanger, algorithm_named(args[2]),
+                                  RetryCount::default_value(), wait_mode_named(args[6]));
     for (int i = 0; i < kBarriersBefore; ++i) node.barrier();
     if (victim) {
       std::printf("PARKED\n");
@@ -486,22 +503,24 @@ void expect_child_survived(ChildProcess& child, const std::string& expected_kind
 /// With the default retry count a signal to the dead rank never fails on Soft-RoCE (see
 /// kDropTimeout), so the barriers time out. With `finite_retries` this process's queue pairs
 /// retry 6 times: its signal to the dead rank then fails (retry exceeded) well before the
-/// barrier's timeout, and the barrier must say so (driver error naming the rank).
+/// barrier's timeout, and the barrier must say so (driver error naming the rank). Every rank of
+/// the old world waits by `wait`.
 void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim,
-                              bool finite_retries = false) {
+                              const WaitMode& wait, bool finite_retries = false) {
   const Worlds worlds(victim);
   const std::string algorithm_name(to_string(algorithm));
+  const std::string wait_name(to_string(wait.strategy));
   const auto& dir = worlds.directory.path();
   ChildProcess victim_process(
       child_role_command("rank_fault_barrier",
                          {worlds.old_file.string(), std::to_string(victim), algorithm_name,
-                          "victim", worlds.new_file.string(), "-"}),
+                          "victim", worlds.new_file.string(), "-", wait_name}),
       kRankProcessTimeout, dir / "victim.out");
   ChildProcess survivor_process(
       child_role_command(
           "rank_fault_barrier",
           {worlds.old_file.string(), std::to_string(worlds.survivor), algorithm_name, "survivor",
-           worlds.new_file.string(), std::to_string(worlds.survivor_new_rank)}),
+           worlds.new_file.string(), std::to_string(worlds.survivor_new_rank), wait_name}),
       kRankProcessTimeout, dir / "survivor.out");
 
   Fault fault;
@@ -510,8 +529,10 @@ void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim,
     net::Exchanger exchanger(worlds.old_world, kTestRank, {.timeout = kBuildTimeout});
     const Context context = open_device(worlds.device);
     const ProtectionDomain pd(context);
-    net::Node node = connect_rank(worlds.old_world, kTestRank, context, pd, exchanger, algorithm,
-                                  finite_retries ? RetryCount(6) : RetryCount::default_value());
+    net::Node node =
+        connect_rank(worlds.old_world, kTestRank, context, pd, exchanger, algorithm,
+                     finite_retries ? RetryCount(6) : RetryCount::default_value(), wait);
+    ASSERT_TRUE(node.channel(worlds.survivor).wait_mode() == wait);
     for (int i = 0; i < kBarriersBefore; ++i) node.barrier();
     ASSERT_TRUE(wait_for_line(victim_process, "PARKED")) << victim_process.describe();
     victim_process.kill();
@@ -561,25 +582,26 @@ void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim,
 }
 
 TEST(RankFaultBarrier, CentralizedLeaderKilled) {
-  kill_a_rank_in_a_barrier(BarrierAlgorithm::centralized, 0);
+  kill_a_rank_in_a_barrier(BarrierAlgorithm::centralized, 0, WaitMode::spin());
 }
-TEST(RankFaultBarrier, CentralizedMemberKilled) {
-  kill_a_rank_in_a_barrier(BarrierAlgorithm::centralized, 2);
+TEST(RankFaultBarrier, CentralizedMemberKilledWhileBlocked) {
+  kill_a_rank_in_a_barrier(BarrierAlgorithm::centralized, 2, WaitMode::block());
 }
-TEST(RankFaultBarrier, BinaryTreeRootKilled) {
-  kill_a_rank_in_a_barrier(BarrierAlgorithm::binary_tree, 0);
+TEST(RankFaultBarrier, BinaryTreeRootKilledWhileBlocked) {
+  kill_a_rank_in_a_barrier(BarrierAlgorithm::binary_tree, 0, WaitMode::block());
 }
 TEST(RankFaultBarrier, BinaryTreeLeafKilled) {
-  kill_a_rank_in_a_barrier(BarrierAlgorithm::binary_tree, 2);
+  kill_a_rank_in_a_barrier(BarrierAlgorithm::binary_tree, 2, WaitMode::spin());
 }
 TEST(RankFaultBarrier, CentralizedLeaderKilledSignalFailsWithFiniteRetries) {
-  kill_a_rank_in_a_barrier(BarrierAlgorithm::centralized, 0, /*finite_retries=*/true);
+  kill_a_rank_in_a_barrier(BarrierAlgorithm::centralized, 0, WaitMode::spin(),
+                           /*finite_retries=*/true);
 }
-TEST(RankFaultBarrier, DisseminationRank0Killed) {
-  kill_a_rank_in_a_barrier(BarrierAlgorithm::dissemination, 0);
+TEST(RankFaultBarrier, DisseminationRank0KilledWhileBlocked) {
+  kill_a_rank_in_a_barrier(BarrierAlgorithm::dissemination, 0, WaitMode::block());
 }
 TEST(RankFaultBarrier, DisseminationRank2Killed) {
-  kill_a_rank_in_a_barrier(BarrierAlgorithm::dissemination, 2);
+  kill_a_rank_in_a_barrier(BarrierAlgorithm::dissemination, 2, WaitMode::spin());
 }
 
 /// An exchange where one rank dies half way (`mode`, see exchange_rank_role): every survivor's

@@ -15,21 +15,24 @@ namespace ibv::test {
 
 /// This process's rank of the run (multi_host()), connected: build one per test.
 struct Rank {
-  /// Connects to every other rank on fresh ports, waiting up to `exchange_timeout` for them.
-  explicit Rank(std::chrono::milliseconds exchange_timeout = std::chrono::seconds(60))
+  /// Connects to every other rank on fresh ports, waiting up to `exchange_timeout` for them;
+  /// every wait of the Node (barriers included) by `wait`.
+  explicit Rank(std::chrono::milliseconds exchange_timeout = std::chrono::seconds(60),
+                const WaitMode& wait = WaitMode::spin())
       : bootstrap(world().bootstrap(exchange_timeout)),
         context(world().open_device()),
         pd(context),
-        node(build(pd)) {}
+        node(build(pd, wait)) {}
 
   static MultiHost& world() { return multi_host(); }
 
-  net::Node build(const ProtectionDomain& domain) {
+  net::Node build(const ProtectionDomain& domain, const WaitMode& wait = WaitMode::spin()) {
     using namespace std::chrono_literals;
     QueuePairSettings settings;
     if (world().gid_index()) settings.gid_index = *world().gid_index();
     return net::NodeBuilder(domain, world().rank(), world().world_size())
         .queue_pair(settings)
+        .wait_mode(wait)
         .barrier_timeout(60s)
         .timeouts({.operation = 30s, .drop = 30s})
         .build()
