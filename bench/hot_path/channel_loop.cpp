@@ -33,6 +33,7 @@
 //                   16 requests per iteration in one list, one doorbell, as raw_loop.c's
 //                   batch (figures per request; a send's 16 receives are one list too)
 //   multi_blocking  multi.execute(1, op) from rank 0 of a 2-rank MultiChannel world built in
+//                   (op in its peer form, op::PeerWrite..., its region tagged with peer 1)
 //                   this process on the same device (rank 1 posts the send's receive:
 //                   multi1.post(0, op::Receive{into}))
 //   coroutine       one ibv::Task that co_awaits ibv::async(channel, op) REQUESTS times, spawned
@@ -99,6 +100,11 @@ struct Loop {
   ibv::op::Read read;
   ibv::op::FetchAdd fetch_add;
   ibv::op::CompareSwap compare_swap;
+  // The MultiChannel's forms, their regions tagged with peer 1.
+  ibv::op::PeerWrite peer_write;
+  ibv::op::PeerRead peer_read;
+  ibv::op::PeerFetchAdd peer_fetch_add;
+  ibv::op::PeerCompareSwap peer_compare_swap;
 };
 
 template <Op op>
@@ -113,6 +119,22 @@ const auto& operation(const Loop& loop) {
     return loop.fetch_add;
   } else {
     return loop.compare_swap;
+  }
+}
+
+// operation<op>() as a MultiChannel takes it (the peer forms; a send is the same).
+template <Op op>
+const auto& peer_operation(const Loop& loop) {
+  if constexpr (op == Op::write) {
+    return loop.peer_write;
+  } else if constexpr (op == Op::send) {
+    return loop.send;
+  } else if constexpr (op == Op::read) {
+    return loop.peer_read;
+  } else if constexpr (op == Op::fetch_add) {
+    return loop.peer_fetch_add;
+  } else {
+    return loop.peer_compare_swap;
   }
 }
 
@@ -154,9 +176,9 @@ template <Op op>
 [[gnu::always_inline]] inline ibv::SendRequest verbs_request(const Loop& loop,
                                                              std::uint64_t wr_id) {
   if constexpr (op == Op::write) {
-    return ibv::SendRequest::write(wr_id, loop.write.data, loop.write.destination);
+    return ibv::SendRequest::write(wr_id, loop.write.data.span(), loop.write.destination);
   } else if constexpr (op == Op::send) {
-    return ibv::SendRequest::send(wr_id, loop.send.data);
+    return ibv::SendRequest::send(wr_id, loop.send.data.span());
   } else {
     return operation<op>(loop).request(wr_id);
   }
@@ -219,12 +241,13 @@ void once(const Loop& loop) {
       scope.post_all(requests);
     });
   } else if constexpr (style == Style::multi_blocking) {
+    const auto& peer_request = peer_operation<op>(loop);
     if constexpr (op == Op::send) {
       ibv::PendingWork receive = loop.peer.post(0, loop.receive);
-      check(loop.multi.execute(1, request));
+      check(loop.multi.execute(1, peer_request));
       check(receive.wait());
     } else {
-      check(loop.multi.execute(1, request));
+      check(loop.multi.execute(1, peer_request));
     }
   } else if constexpr (op == Op::send) {
     // The receive first, as raw_loop.c posts it, then the send in the style, then the receive.
@@ -441,7 +464,14 @@ int main(int argc, char** argv) try {
                   .receive = {.into = into},
                   .read = {.into = into, .source = head},
                   .fetch_add = {.result = result, .target = word, .add = 1},
-                  .compare_swap = {.result = result, .target = word, .expected = 0, .desired = 0}};
+                  .compare_swap = {.result = result, .target = word, .expected = 0, .desired = 0},
+                  .peer_write = {.data = from, .destination = {1, half}},
+                  .peer_read = {.into = into, .source = {1, head}},
+                  .peer_fetch_add = {.result = result, .target = {1, word}, .add = 1},
+                  .peer_compare_swap = {.result = result,
+                                        .target = {1, word},
+                                        .expected = 0,
+                                        .desired = 0}};
 
   // What every queue pair of the run posts with (the same settings).
   const ibv::PostInterface post_interface = channel.queue_pair().settings().post_interface;

@@ -36,6 +36,7 @@
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/channel_settings.hpp"
 #include "ibv/channel/channel_timeouts.hpp"
+#include "ibv/channel/element_list.hpp"
 #include "ibv/channel/operation.hpp"
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
@@ -52,6 +53,7 @@
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/multi_channel/multi_channel_scope.hpp"
 #include "ibv/multi_channel/peer_message.hpp"
+#include "ibv/multi_channel/peer_operation.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/multi_channel/peer_request.hpp"
 

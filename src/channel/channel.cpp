@@ -319,7 +319,7 @@ template PendingWork Channel::post_and_look<false>(SendRequest&, PostOptions);
 template PendingWork Channel::post_and_look<true>(SendRequest&, PostOptions);
 
 PendingWork Channel::post(const op::Receive& operation, PostOptions /*options*/) {
-  return {core_, core_->post_receive(operation.into)};
+  return {core_, core_->post_receive(operation.into.span())};
 }
 
 template <bool with_options>
@@ -341,7 +341,7 @@ template WorkCompletion Channel::execute_request<true>(SendRequest&, PostOptions
 WorkCompletion Channel::execute(const op::Receive& operation, Timeout timeout) {
   check_timeout(timeout, "receive");
   detail::ChannelCore& core = *core_;
-  const std::uint64_t wr_id = core.post_receive(operation.into);
+  const std::uint64_t wr_id = core.post_receive(operation.into.span());
   return await_rest(core, wr_id, core.take_fresh(wr_id), timeout, "receive");
 }
 

@@ -227,7 +227,7 @@ PendingWork& ScopeBase::post_request(SendRequest& request, PostOptions options) 
 }
 
 PendingWork& ScopeBase::post(const op::Receive& operation, PostOptions /*options*/) {
-  return work_.keep(*core_, core_->post_receive(operation.into));
+  return work_.keep(*core_, core_->post_receive(operation.into.span()));
 }
 
 std::span<SendRequest> ListPoster::send_list_storage() noexcept {

@@ -177,6 +177,12 @@ void MultiChannel::throw_no_channel(std::uint32_t peer) const {
   ibv::throw_no_channel("MultiChannel::channel", peer, rank_, channels_.size());
 }
 
+void MultiChannel::throw_foreign_region(const char* call, std::uint32_t peer,
+                                        std::uint32_t owner) {
+  throw_invalid_argument(call, "the remote region of the operation for peer " + std::to_string(peer),
+                         detail::foreign_region_problem(peer, owner) + "; nothing was posted");
+}
+
 std::optional<std::uint32_t> MultiChannel::peer_of(const WorkCompletion& completion) const {
   for (std::uint32_t peer = 0; peer < world_size(); ++peer) {
     if (channels_[peer] && channels_[peer]->queue_pair().qp_number() == completion.qp_number()) {

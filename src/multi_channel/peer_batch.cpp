@@ -30,9 +30,7 @@ std::string peer_problem(const MultiChannel& channels, std::uint32_t peer) {
 
 std::string owner_problem(std::uint32_t peer, const PeerRemoteMemoryRegion& region) {
   if (region.peer() == peer) return {};
-  return "belongs to peer " + std::to_string(region.peer()) + ", not to peer " +
-         std::to_string(peer) + " (its rkey and addresses mean nothing on peer " +
-         std::to_string(peer) + "'s device)";
+  return foreign_region_problem(peer, region.peer());
 }
 
 void check(std::string_view operation, const std::string& where, const std::string& problem) {
@@ -70,6 +68,11 @@ SendRequest with_options(SendRequest request, PostOptions options, const MultiCh
 }
 
 }  // namespace
+
+std::string foreign_region_problem(std::uint32_t peer, std::uint32_t owner) {
+  return "belongs to peer " + std::to_string(owner) + ", not to peer " + std::to_string(peer) +
+         " (its rkey and addresses mean nothing on peer " + std::to_string(peer) + "'s device)";
+}
 
 Channel& peer_channel(MultiChannel& channels, std::uint32_t peer, std::string_view operation) {
   check(operation, "peer " + std::to_string(peer), peer_problem(channels, peer));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "ibv/multi_channel/multi_channel.hpp"
@@ -18,6 +19,9 @@ Channel& peer_channel(MultiChannel& channels, std::uint32_t peer, std::string_vi
 /// peer_channel(), and also throws unless `region` belongs to `peer`.
 Channel& peer_channel(MultiChannel& channels, std::uint32_t peer,
                       const PeerRemoteMemoryRegion& region, std::string_view operation);
+
+/// Why a region of `owner` can not be used for `peer` ("belongs to peer 2, not to peer 3 ...").
+[[nodiscard]] std::string foreign_region_problem(std::uint32_t peer, std::uint32_t owner);
 
 /// Receives each request of a batch as it is posted, with its peer.
 using BatchSink = std::function<void(std::uint32_t peer, PendingWork work)>;

@@ -163,21 +163,22 @@ TEST_F(MultiChannelTest, BlockingSendReceiveWriteReadWithEachPeer) {
 TEST_F(MultiChannelTest, BlockingCallsTakePostOptionsAsTheChannelsDo) {
   fill_pattern(buffers[0], 9);
   const std::array from{mrs[0].gather(chunk(0, 0, 64))};
-  const auto destination = remote_of[1].region().sub_region(kChunk * 3, 64);
+  const auto destination = remote_of[1].sub_region(kChunk * 3, 64);
   const Channel& to_peer = nodes[0].channel(1);
   EXPECT_TRUE(
-      nodes[0].execute(1, op::Write{from, destination}, {.inline_data = InlinePolicy::never}).ok());
+      nodes[0].execute(1, op::PeerWrite{from, destination}, {.inline_data = InlinePolicy::never}).ok());
   EXPECT_EQ(to_peer.inline_posts(), 0U);
   EXPECT_TRUE(
       nodes[0]
-          .execute(1, op::Write{from, destination}, {.inline_data = InlinePolicy::always}, 5s)
+          .execute(1, op::PeerWrite{from, destination}, {.inline_data = InlinePolicy::always}, 5s)
           .ok());
   EXPECT_EQ(to_peer.inline_posts(), 1U);
   EXPECT_TRUE(same_bytes(chunk(0, 0, 64), chunk(1, 3).first(64)));
   EXPECT_TRUE(
       throws_error(ErrorKind::invalid_argument,
                    [&] {
-                     (void)nodes[0].execute(1, op::Write{from, destination}, {.signaled = false});
+                     (void)nodes[0].execute(1, op::PeerWrite{from, destination},
+                                            {.signaled = false});
                    },
                    {"PostOptions::signaled is false", "nothing was posted"}));
   EXPECT_EQ(to_peer.inline_posts(), 1U);
@@ -362,6 +363,64 @@ TEST_F(MultiChannelTest, ARegionOfAnotherPeerIsRejectedAndNothingIsWritten) {
   EXPECT_TRUE(all_zero(buffers[2]));
 }
 
+// The generic calls take an operation's peer form (op::PeerWrite ...), whose region carries its
+// peer: a region of another peer is refused by every style before anything is posted (a plain
+// RemoteMemoryRegion does not compile: tests/unit/operation_safety_test.cpp).
+TEST_F(MultiChannelTest, TheGenericCallsRefuseARegionOfAnotherPeerToo) {
+  fill_pattern(chunk(0, 0), 15);
+  const std::array from{mrs[0].gather(chunk(0, 0))};
+  const op::PeerWrite foreign{from, remote_of[2].sub_region(0, kChunk)};
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { (void)nodes[0].execute(1, foreign); },
+                           {"MultiChannel::execute", "peer 2", "not to peer 1",
+                            "nothing was posted"}));
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] { (void)nodes[0].execute(1, foreign, PostOptions{}); },
+                           {"MultiChannel::execute", "peer 2", "not to peer 1"}));
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { (void)nodes[0].post(1, foreign); },
+                           {"MultiChannel::post", "peer 2", "not to peer 1"}));
+  EXPECT_TRUE(throws_error(
+      ErrorKind::invalid_argument,
+      [&] {
+        (void)nodes[0].execute(
+            1, op::PeerRead{std::array{mrs[0].scatter(chunk(0, 1))}, remote_of[2]});
+      },
+      {"peer 2", "not to peer 1"}));
+  EXPECT_TRUE(throws_error(
+      ErrorKind::invalid_argument,
+      [&] {
+        (void)nodes[0].execute(
+            1, op::PeerFetchAdd{mrs[0].scatter(chunk(0, 1).first(8)),
+                                remote_of[2].sub_region(0, 8), 1});
+      },
+      {"peer 2", "not to peer 1"}));
+  // a list whose second element is another peer's posts nothing, not even its first element
+  const std::vector<op::PeerAnySend> list{op::PeerWrite{from, remote_of[1].sub_region(0, kChunk)},
+                                          foreign};
+  std::size_t posted = 1;
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] {
+                             nodes[0].scope([&](MultiChannelScope& scope) {
+                               try {
+                                 scope.post_all(1, list);
+                               } catch (...) {
+                                 posted = scope.size();
+                                 throw;
+                               }
+                             });
+                           },
+                           {"MultiChannelScope::post_all", "peer 2", "not to peer 1"}));
+  EXPECT_EQ(posted, 0U);
+  EXPECT_TRUE(throws_error(
+      ErrorKind::invalid_argument,
+      [&] { nodes[0].scope([&](MultiChannelScope& scope) { (void)scope.post(1, foreign); }); },
+      {"MultiChannelScope::post", "peer 2"}));
+  EXPECT_TRUE(all_zero(buffers[1]));
+  EXPECT_TRUE(all_zero(buffers[2]));
+  // the right peer's region goes through every style
+  EXPECT_TRUE(nodes[0].execute(2, foreign).ok());
+  EXPECT_TRUE(same_bytes(chunk(0, 0), chunk(2, 0)));
+}
+
 TEST_F(MultiChannelTest, ScopeWaitsForWorkOnEveryPeer) {
   fill_pattern(chunk(1, 0), 15);
   const std::array at_0{mrs[0].scatter(chunk(0, 0))};
@@ -393,8 +452,8 @@ TEST_F(MultiChannelTest, PostAllToAPeerPostsTheListOnThatPeersChannel) {
   const std::array note{mrs[0].gather(chunk(0, 1))};
   const std::array into{mrs[1].scatter(chunk(1, 0))};
   const std::vector<op::Receive> receives{op::Receive{into}};
-  const std::vector<op::AnySend> list{
-      op::Write{data, remote_of[1].sub_region(kChunk * 3, kChunk).region()}, op::Send{note}};
+  const std::vector<op::PeerAnySend> list{
+      op::PeerWrite{data, remote_of[1].sub_region(kChunk * 3, kChunk)}, op::Send{note}};
   nodes[1].scope([&](MultiChannelScope& receiver) {
     receiver.post_all(0, receives);
     nodes[0].scope([&](MultiChannelScope& sender) {

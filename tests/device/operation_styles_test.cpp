@@ -5,6 +5,7 @@
 // world of two ranks on the test device, data checked byte by byte; and an operation defined by
 // the caller (a fenced write), which every style takes with no change to the library.
 #include <array>
+#include <concepts>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -70,6 +71,24 @@ struct FencedWrite {
 };
 static_assert(op::SendOperation<FencedWrite>);
 
+/// `operation` as a MultiChannel takes it for `peer`: the peer form of an operation on the
+/// peer's memory, its region tagged with `peer` (any other operation as it is).
+template <op::Operation Operation>
+auto for_peer(std::uint32_t peer, const Operation& operation) {
+  if constexpr (std::same_as<Operation, op::Write>) {
+    return op::PeerWrite{operation.data, {peer, operation.destination}, operation.immediate};
+  } else if constexpr (std::same_as<Operation, op::Read>) {
+    return op::PeerRead{operation.into, {peer, operation.source}};
+  } else if constexpr (std::same_as<Operation, op::FetchAdd>) {
+    return op::PeerFetchAdd{operation.result, {peer, operation.target}, operation.add};
+  } else if constexpr (std::same_as<Operation, op::CompareSwap>) {
+    return op::PeerCompareSwap{operation.result, {peer, operation.target}, operation.expected,
+                               operation.desired};
+  } else {
+    return operation;
+  }
+}
+
 class OperationStyles : public ::testing::TestWithParam<Style> {
  protected:
   static constexpr std::size_t kSize = 4096;
@@ -88,6 +107,7 @@ class OperationStyles : public ::testing::TestWithParam<Style> {
   WorkCompletion run(std::uint32_t rank, const Operation& operation) {
     MultiChannel& self = world.at(rank);
     const std::uint32_t peer = 1 - rank;
+    const auto peer_operation = for_peer(peer, operation);
     std::optional<WorkCompletion> done;
     switch (GetParam()) {
       case Style::execute: return self.channel(peer).execute(operation);
@@ -95,16 +115,17 @@ class OperationStyles : public ::testing::TestWithParam<Style> {
       case Style::scope:
         self.channel(peer).scope([&](ChannelScope& scope) { done = scope.post(operation).wait(); });
         break;
-      case Style::multi_execute: return self.execute(peer, operation);
-      case Style::multi_post: return self.post(peer, operation).wait();
+      case Style::multi_execute: return self.execute(peer, peer_operation);
+      case Style::multi_post: return self.post(peer, peer_operation).wait();
       case Style::multi_scope:
-        self.scope([&](MultiChannelScope& scope) { done = scope.post(peer, operation).wait(); });
+        self.scope(
+            [&](MultiChannelScope& scope) { done = scope.post(peer, peer_operation).wait(); });
         break;
       case Style::coroutine:
       case Style::multi_coroutine: {
         EventLoop loop;
         loop.spawn(await_into(GetParam() == Style::coroutine ? async(self.channel(peer), operation)
-                                                             : async(self, peer, operation),
+                                                             : async(self, peer, peer_operation),
                               done));
         EXPECT_TRUE(loop.run(30s));
         break;

@@ -31,7 +31,8 @@ static_assert(!op::Operation<SendRequest> && !op::Operation<int>);
 static_assert(op::SendOperation<op::AnySend> && !std::is_constructible_v<op::AnySend, op::Receive>);
 
 TEST(Operation, SendWithoutImmediateIsAPlainSend) {
-  SendRequest request = op::Send{kGather}.request(41);
+  const op::Send send{kGather};
+  SendRequest request = send.request(41);
   EXPECT_EQ(request.opcode(), SendOpcode::send);
   EXPECT_EQ(request.wr_id(), 41U);
   EXPECT_EQ(request.element_count(), 2U);
@@ -41,28 +42,32 @@ TEST(Operation, SendWithoutImmediateIsAPlainSend) {
 }
 
 TEST(Operation, SendWithImmediateCarriesItInNetworkOrder) {
-  SendRequest request = op::Send{kGather, 0x01020304U}.request(1);
+  const op::Send send{kGather, 0x01020304U};
+  SendRequest request = send.request(1);
   EXPECT_EQ(request.opcode(), SendOpcode::send_with_immediate);
   EXPECT_EQ(request.native().opcode, IBV_WR_SEND_WITH_IMM);
   EXPECT_EQ(ntohl(request.native().imm_data), 0x01020304U);
 }
 
 TEST(Operation, WriteTargetsItsDestinationWithOrWithoutImmediate) {
-  SendRequest plain = op::Write{kGather, kRemote}.request(2);
+  const op::Write write{kGather, kRemote};
+  SendRequest plain = write.request(2);
   EXPECT_EQ(plain.opcode(), SendOpcode::rdma_write);
   EXPECT_EQ(plain.native().wr.rdma.remote_addr, kRemote.address());
   EXPECT_EQ(plain.native().wr.rdma.rkey, kRemote.rkey());
   ASSERT_TRUE(plain.remote().has_value());
   EXPECT_EQ(plain.remote()->length(), kRemote.length());
 
-  SendRequest notifying = op::Write{kGather, kRemote, 5U}.request(3);
+  const op::Write write_with_immediate{kGather, kRemote, 5U};
+  SendRequest notifying = write_with_immediate.request(3);
   EXPECT_EQ(notifying.opcode(), SendOpcode::rdma_write_with_immediate);
   EXPECT_EQ(notifying.native().opcode, IBV_WR_RDMA_WRITE_WITH_IMM);
   EXPECT_EQ(ntohl(notifying.native().imm_data), 5U);
 }
 
 TEST(Operation, ReadScattersFromItsSource) {
-  SendRequest request = op::Read{kScatter, kRemote}.request(4);
+  const op::Read read{kScatter, kRemote};
+  SendRequest request = read.request(4);
   EXPECT_EQ(request.opcode(), SendOpcode::rdma_read);
   EXPECT_EQ(request.native().opcode, IBV_WR_RDMA_READ);
   EXPECT_EQ(request.native().sg_list[0].addr, 0x8000U);
@@ -102,7 +107,8 @@ TEST(Operation, AnySendMakesTheRequestOfTheOperationItHolds) {
 }
 
 TEST(Operation, ReceiveMakesAReceiveRequest) {
-  ReceiveRequest request = op::Receive{kScatter}.request(7);
+  const op::Receive receive{kScatter};
+  ReceiveRequest request = receive.request(7);
   EXPECT_EQ(request.wr_id(), 7U);
   EXPECT_EQ(request.element_count(), 1U);
   EXPECT_EQ(request.byte_length(), 8U);

@@ -9,28 +9,30 @@
 #include "ibv/coro/async_channel.hpp"
 #include "ibv/coro/async_work.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
+#include "ibv/multi_channel/peer_operation.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
 
 namespace ibv {
 
 /// async(channel, operation) on `channels.channel(peer)`: posts `operation` (any of
-/// ibv/channel/operation.hpp) to `peer` at once. Throws ibv::Error (invalid_argument) before
-/// anything is posted for a peer that is this rank or not below the world size; otherwise as
-/// the Channel form. A remote region in `operation` is not checked against the peer (the named
-/// calls below take a PeerRemoteMemoryRegion and check it).
-template <op::Operation Operation>
+/// ibv/multi_channel/peer_operation.hpp) to `peer` at once. Throws ibv::Error
+/// (invalid_argument) before anything is posted for a peer that is this rank or not below the
+/// world size, and for a PeerRemoteMemoryRegion of another peer (as MultiChannel::execute);
+/// otherwise as the Channel form.
+template <op::PeerOperation Operation>
 AsyncWork async(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
                 MultiChannel::Timeout timeout = {}) {
-  return detail::async_post(channels.channel(peer), operation, timeout, "ibv::async");
+  return detail::async_post(channels.channel_for(peer, operation, "ibv::async"), operation,
+                            timeout, "ibv::async");
 }
 /// async(channels, peer, operation) posted as `options` say, as async(channel, operation,
 /// options).
-template <op::Operation Operation>
+template <op::PeerOperation Operation>
 AsyncWork async(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
                 PostOptions options, MultiChannel::Timeout timeout = {}) {
-  return detail::async_post<true>(channels.channel(peer), operation, timeout, "ibv::async",
-                                  options);
+  return detail::async_post<true>(channels.channel_for(peer, operation, "ibv::async"),
+                                  operation, timeout, "ibv::async", options);
 }
 
 // As the Channel forms (async_channel.hpp), with the peer checked as MultiChannel's blocking

@@ -29,6 +29,7 @@
 #include "ibv/channel/channel.hpp"
 #include "ibv/multi_channel/multi_channel_scope.hpp"
 #include "ibv/multi_channel/peer_message.hpp"
+#include "ibv/multi_channel/peer_operation.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/multi_channel/peer_request.hpp"
 #include "ibv/verbs/endpoint.hpp"
@@ -207,24 +208,37 @@ class MultiChannel {
   /// returns how many. Throws as completion_fd().
   std::size_t consume_completion_events();
 
-  /// Blocking, one peer, any operation (ibv/channel/operation.hpp): channel(peer).execute().
-  /// Throws ibv::Error (invalid_argument) before posting for a peer that is this rank or not
-  /// below the world size. A remote region in `operation` is a plain RemoteMemoryRegion:
-  /// the named calls below take a PeerRemoteMemoryRegion and also check that it is `peer`'s.
-  template <op::Operation Operation>
+  /// Blocking, one peer, any peer operation (ibv/multi_channel/peer_operation.hpp: op::Send,
+  /// op::Receive, op::PeerWrite, ...): channel(peer).execute(). Throws ibv::Error
+  /// (invalid_argument) before posting for a peer that is this rank or not below the world
+  /// size, and for a PeerRemoteMemoryRegion of another peer than `peer`.
+  template <op::PeerOperation Operation>
   WorkCompletion execute(std::uint32_t peer, const Operation& operation, Timeout timeout = {}) {
-    return channel(peer).execute(operation, timeout);
+    return channel_for(peer, operation, "MultiChannel::execute").execute(operation, timeout);
   }
   /// execute() posted as `options` say, as Channel::execute(operation, options, timeout).
-  template <op::SendOperation Operation>
+  template <op::PeerOperation Operation>
+  requires op::SendOperation<Operation>
   WorkCompletion execute(std::uint32_t peer, const Operation& operation, PostOptions options,
                          Timeout timeout = {}) {
-    return channel(peer).execute(operation, options, timeout);
+    return channel_for(peer, operation, "MultiChannel::execute")
+        .execute(operation, options, timeout);
   }
-  /// Unpolled, one peer, any operation: channel(peer).post(); checked as execute().
-  template <op::Operation Operation>
+  /// Unpolled, one peer, any peer operation: channel(peer).post(); checked as execute().
+  template <op::PeerOperation Operation>
   PendingWork post(std::uint32_t peer, const Operation& operation, PostOptions options = {}) {
-    return channel(peer).post(operation, options);
+    return channel_for(peer, operation, "MultiChannel::post").post(operation, options);
+  }
+  /// The channel to `peer` for `operation`, checked as execute() checks them, naming `call` (a
+  /// string literal) in the error: what every peer-addressed call does first.
+  template <op::PeerOperation Operation>
+  [[nodiscard]] Channel& channel_for(std::uint32_t peer, const Operation& operation,
+                                     const char* call) {
+    Channel& peer_channel = channel(peer);
+    if (const std::optional<std::uint32_t> owner = op::region_owner(operation);
+        owner && *owner != peer) [[unlikely]]
+      throw_foreign_region(call, peer, *owner);
+    return peer_channel;
   }
 
   // Blocking, one peer, by name.
@@ -348,6 +362,9 @@ class MultiChannel {
   /// Throws channel()'s ibv::Error for a `peer` that has no channel (inline: every
   /// peer-addressed call looks its channel up).
   [[noreturn]] void throw_no_channel(std::uint32_t peer) const;
+  /// Throws the ibv::Error (invalid_argument) of `call` given a region of `owner` for `peer`.
+  [[noreturn]] static void throw_foreign_region(const char* call, std::uint32_t peer,
+                                                std::uint32_t owner);
 
   ProtectionDomain pd_;
   std::uint32_t rank_;
@@ -355,5 +372,13 @@ class MultiChannel {
   ChannelTimeouts timeouts_;
   std::uint32_t next_shared_ = 0;  // the peer the next *_any poll looks at first
 };
+
+namespace detail {
+template <op::PeerOperation Operation>
+Channel& channel_for(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
+                     const char* call) {
+  return channels.channel_for(peer, operation, call);
+}
+}  // namespace detail
 
 }  // namespace ibv

@@ -16,6 +16,7 @@
 #include "ibv/channel/pending_work.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/scope.hpp"
+#include "ibv/multi_channel/peer_operation.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/multi_channel/peer_request.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
@@ -25,6 +26,12 @@ namespace ibv {
 class MultiChannel;
 
 namespace detail {
+/// MultiChannel::channel_for(peer, operation, call), for the scopes' templates (defined in
+/// multi_channel.hpp, where MultiChannel is complete).
+template <op::PeerOperation Operation>
+Channel& channel_for(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
+                     const char* call);
+
 /// What both MultiChannel scopes share: peer-addressed posting, keeping every request until the
 /// scope ends. Single-peer posts return a reference to the request's PendingWork, valid until
 /// the scope ends; the calls that address several peers check every element first (so bad
@@ -36,11 +43,11 @@ class MultiScopeBase {
   MultiScopeBase(MultiScopeBase&&) = delete;
   MultiScopeBase& operator=(MultiScopeBase&&) = delete;
 
-  /// Posts `operation` (any of ibv/channel/operation.hpp) to `peer` and keeps its handle
-  /// until the scope ends; checked as MultiChannel::post(peer, operation).
-  template <op::Operation Operation>
+  /// Posts `operation` (any of ibv/multi_channel/peer_operation.hpp) to `peer` and keeps its
+  /// handle until the scope ends; checked as MultiChannel::post(peer, operation).
+  template <op::PeerOperation Operation>
   PendingWork& post(std::uint32_t peer, const Operation& operation, PostOptions options = {}) {
-    return keep(peer, peer_channel(peer).post(operation, options));
+    return keep(peer, peer_channel(peer, operation, "MultiChannelScope::post").post(operation, options));
   }
 
   // By name, with regions tagged with their peer (checked against `peer`).
@@ -67,10 +74,15 @@ class MultiScopeBase {
   /// Posts every operation in `operations` to `peer` as linked lists, one doorbell each, and
   /// keeps their handles: ChannelScope::post_all on the peer's channel (a range of one
   /// send-queue operation type or of op::AnySend, with `options`; or of op::Receive).
+  /// Every operation's PeerRemoteMemoryRegion is checked against `peer` before any is posted.
   template <std::ranges::forward_range Operations>
-  requires op::SendOperation<std::ranges::range_value_t<Operations>>
+  requires op::SendOperation<std::ranges::range_value_t<Operations>> &&
+      op::PeerOperation<std::ranges::range_value_t<Operations>>
   void post_all(std::uint32_t peer, const Operations& operations, PostOptions options = {}) {
-    ListPoster(peer_core(peer), work_, peer).post_all(operations, options);
+    ChannelCore& core = peer_core(peer);
+    for (const auto& operation : operations)
+      (void)peer_channel(peer, operation, "MultiChannelScope::post_all");
+    ListPoster(core, work_, peer).post_all(operations, options);
   }
   template <std::ranges::forward_range Operations>
   requires std::same_as<std::ranges::range_value_t<Operations>, op::Receive>
@@ -93,6 +105,12 @@ class MultiScopeBase {
   ~MultiScopeBase() = default;
   /// MultiChannel::channel(peer), for the templates above (throws for a bad peer).
   [[nodiscard]] Channel& peer_channel(std::uint32_t peer);
+  /// MultiChannel::channel_for(peer, operation, call).
+  template <op::PeerOperation Operation>
+  [[nodiscard]] Channel& peer_channel(std::uint32_t peer, const Operation& operation,
+                                      const char* call) {
+    return channel_for(channels_, peer, operation, call);
+  }
   /// The core of peer_channel(peer).
   [[nodiscard]] ChannelCore& peer_core(std::uint32_t peer);
   /// Keeps `work`, posted to `peer`, until the scope ends.
