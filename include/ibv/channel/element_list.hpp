@@ -87,6 +87,7 @@ class ElementList {
       : storage_(other.storage_),
         data_(other.holds_inline() ? storage_.elements : other.data_),
         size_(other.size_) {}
+  /// As the copy constructor.
   ElementList& operator=(const ElementList& other) noexcept {
     storage_ = other.storage_;
     data_ = other.holds_inline() ? storage_.elements : other.data_;
@@ -100,9 +101,13 @@ class ElementList {
   [[nodiscard]] std::span<const Element> span() const noexcept {
     return {data_, size_};
   }
+  /// How many elements.
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// True for no elements.
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// The first element, for a range-for over the list.
   [[nodiscard]] const Element* begin() const noexcept { return data_; }
+  /// Past the last element.
   [[nodiscard]] const Element* end() const noexcept { return data_ + size_; }
   /// True when the elements are copies held in this list (not the caller's memory).
   [[nodiscard]] bool holds_inline() const noexcept { return data_ == storage_.elements; }
