@@ -183,17 +183,11 @@ void check_timeout(const Channel::Timeout& timeout, std::string_view operation) 
                                  "nothing was posted");
 }
 
-/// What a blocking call checks before it posts: its timeout, and that it is signaled (it waits
-/// for its own completion).
-[[gnu::noinline]] void check_blocking(const Channel::Timeout& timeout, PostOptions options,
+/// What a blocking call checks before it posts: its timeout (it is always signaled: its
+/// options, InlineOptions, have no `signaled`).
+[[gnu::noinline]] void check_blocking(const Channel::Timeout& timeout,
                                       std::string_view operation) {
   check_timeout(timeout, operation);
-  if (!options.signaled) {
-    throw_invalid_argument(detail::QualifiedName{"Channel::", operation}.joined(),
-                           "PostOptions::signaled",
-                           "is false: a blocking call waits for its own completion; post() an "
-                           "unsignaled request instead (nothing was posted)");
-  }
 }
 
 /// The rest of a blocking call's wait for `wr_id`, once its first poll (take_fresh) gave
@@ -318,7 +312,7 @@ PendingWork Channel::post_and_look(SendRequest& request, PostOptions options) {
 template PendingWork Channel::post_and_look<false>(SendRequest&, PostOptions);
 template PendingWork Channel::post_and_look<true>(SendRequest&, PostOptions);
 
-PendingWork Channel::post(const op::Receive& operation, PostOptions /*options*/) {
+PendingWork Channel::post(const op::Receive& operation, ReceiveOptions /*options*/) {
   return {core_, core_->post_receive(operation.into.span())};
 }
 
@@ -326,8 +320,8 @@ template <bool with_options>
 WorkCompletion Channel::execute_request(SendRequest& request, PostOptions options,
                                         Timeout timeout) {
   if (!with_options) options = {};
-  if (timeout || !options.signaled) [[unlikely]]
-    check_blocking(timeout, options, detail::operation_name(request.opcode()));
+  if (timeout) [[unlikely]]
+    check_blocking(timeout, detail::operation_name(request.opcode()));
   detail::ChannelCore& core = *core_;
   const std::uint64_t wr_id = core.post_send(request, options);
   const WorkCompletion* fresh = core.take_first(wr_id);

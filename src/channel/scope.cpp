@@ -226,7 +226,7 @@ PendingWork& ScopeBase::post_request(SendRequest& request, PostOptions options) 
   return work_.keep(*core_, core_->post_send(request, options));
 }
 
-PendingWork& ScopeBase::post(const op::Receive& operation, PostOptions /*options*/) {
+PendingWork& ScopeBase::post(const op::Receive& operation, ReceiveOptions /*options*/) {
   return work_.keep(*core_, core_->post_receive(operation.into.span()));
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The coroutine layer's out-of-line part: the errors of a bad timeout or unsignaled options
-// given to an async call, and the named MultiChannel calls (which check the peer, and a
-// PeerRemoteMemoryRegion's, before they post as async() does).
+// The coroutine layer's out-of-line part: the error of a bad timeout given to an async call,
+// and the named MultiChannel calls (which check the peer, and a PeerRemoteMemoryRegion's, before
+// they post as async() does).
 #include "detail/positive_timeout.hpp"
 #include "ibv/coro/async_channel.hpp"
 #include "ibv/coro/async_multi_channel.hpp"
@@ -11,12 +11,6 @@ namespace ibv {
 
 void detail::throw_bad_async_timeout(Duration timeout, const char* operation) {
   detail::throw_not_positive(timeout, "timeout", operation, "nothing was posted");
-}
-
-void detail::throw_unsignaled_async(const char* operation) {
-  throw_invalid_argument(operation, "PostOptions::signaled",
-                         "is false: a coroutine call waits for its own completion; post() an "
-                         "unsignaled request instead (nothing was posted)");
 }
 
 namespace {

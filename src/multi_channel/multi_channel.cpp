@@ -377,14 +377,15 @@ PendingWork MultiChannel::post_write_with_immediate(std::uint32_t peer,
 }
 
 PendingWork MultiChannel::post_read(std::uint32_t peer, std::span<const ScatterElement> into,
-                                    const PeerRemoteMemoryRegion& source, PostOptions options) {
+                                    const PeerRemoteMemoryRegion& source,
+                                    SignalingOptions options) {
   return detail::peer_channel(*this, peer, source, "MultiChannel::post_read")
       .post_read(into, source.region(), options);
 }
 
 PendingWork MultiChannel::post_fetch_add(std::uint32_t peer, const ScatterElement& result,
                                          const PeerRemoteMemoryRegion& target, std::uint64_t add,
-                                         PostOptions options) {
+                                         SignalingOptions options) {
   return detail::peer_channel(*this, peer, target, "MultiChannel::post_fetch_add")
       .post_fetch_add(result, target.region(), add, options);
 }
@@ -392,7 +393,7 @@ PendingWork MultiChannel::post_fetch_add(std::uint32_t peer, const ScatterElemen
 PendingWork MultiChannel::post_compare_swap(std::uint32_t peer, const ScatterElement& result,
                                             const PeerRemoteMemoryRegion& target,
                                             std::uint64_t expected, std::uint64_t desired,
-                                            PostOptions options) {
+                                            SignalingOptions options) {
   return detail::peer_channel(*this, peer, target, "MultiChannel::post_compare_swap")
       .post_compare_swap(result, target.region(), expected, desired, options);
 }
@@ -430,10 +431,11 @@ std::vector<PendingWork> MultiChannel::post_scatter_write(std::span<const PeerWr
 }
 
 std::vector<PendingWork> MultiChannel::post_gather_read(std::span<const PeerRead> reads,
-                                                        PostOptions options) {
+                                                        SignalingOptions options) {
   std::vector<PendingWork> handles;
   handles.reserve(reads.size());
-  detail::post_batch(*this, reads, options, "MultiChannel::post_gather_read", append_to(handles));
+  detail::post_batch(*this, reads, detail::as_post_options(options),
+                     "MultiChannel::post_gather_read", append_to(handles));
   return handles;
 }
 

@@ -52,20 +52,21 @@ PendingWork& MultiScopeBase::post_write_with_immediate(std::uint32_t peer,
 }
 
 PendingWork& MultiScopeBase::post_read(std::uint32_t peer, std::span<const ScatterElement> into,
-                                       const PeerRemoteMemoryRegion& source, PostOptions options) {
+                                       const PeerRemoteMemoryRegion& source,
+                                       SignalingOptions options) {
   return work_.keep(channels_.post_read(peer, into, source, options), peer);
 }
 
 PendingWork& MultiScopeBase::post_fetch_add(std::uint32_t peer, const ScatterElement& result,
                                             const PeerRemoteMemoryRegion& target, std::uint64_t add,
-                                            PostOptions options) {
+                                            SignalingOptions options) {
   return work_.keep(channels_.post_fetch_add(peer, result, target, add, options), peer);
 }
 
 PendingWork& MultiScopeBase::post_compare_swap(std::uint32_t peer, const ScatterElement& result,
                                                const PeerRemoteMemoryRegion& target,
                                                std::uint64_t expected, std::uint64_t desired,
-                                               PostOptions options) {
+                                               SignalingOptions options) {
   return work_.keep(channels_.post_compare_swap(peer, result, target, expected, desired, options),
                     peer);
 }
@@ -88,8 +89,9 @@ void MultiScopeBase::post_scatter_write(std::span<const PeerWrite> writes, PostO
   post_batch(channels_, writes, options, "MultiChannelScope::post_scatter_write", keep_in(work_));
 }
 
-void MultiScopeBase::post_gather_read(std::span<const PeerRead> reads, PostOptions options) {
-  post_batch(channels_, reads, options, "MultiChannelScope::post_gather_read", keep_in(work_));
+void MultiScopeBase::post_gather_read(std::span<const PeerRead> reads, SignalingOptions options) {
+  post_batch(channels_, reads, as_post_options(options), "MultiChannelScope::post_gather_read",
+             keep_in(work_));
 }
 
 void MultiScopeBase::post_multicast_send(std::span<const std::uint32_t> peers,

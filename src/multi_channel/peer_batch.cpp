@@ -140,7 +140,8 @@ void post_batch(MultiChannel& channels, std::span<const PeerRead> reads, PostOpt
   }
   for (const auto& read : reads) {
     sink(read.peer,
-         channels.channel(read.peer).post_read(read.into, read.source.region(), options));
+         channels.channel(read.peer)
+             .post_read(read.into, read.source.region(), {.signaled = options.signaled}));
   }
 }
 

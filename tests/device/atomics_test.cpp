@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
@@ -33,6 +34,18 @@ namespace {
 
 using namespace std::chrono_literals;
 using ibv_test::throws_invalid_argument;
+
+/// A fetch-and-add of the caller's own type: it declares no Options, so it takes PostOptions
+/// (every option), checked when posted.
+struct UntypedFetchAdd {
+  ScatterElement result;
+  RemoteMemoryRegion target;
+  std::uint64_t add = 0;
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+    return SendRequest::fetch_add(wr_id, result, target, add);
+  }
+};
+static_assert(std::same_as<op::options_t<UntypedFetchAdd>, PostOptions>);
 
 constexpr ChannelTimeouts kTimeouts{.operation = 5s, .drop = 5s};
 
@@ -178,9 +191,13 @@ TEST_F(Atomics, BadInputIsRejectedBeforePosting) {
   EXPECT_TRUE(throws_invalid_argument(
       [&] { (void)a->fetch_add(result(0), plain_mr.remote().element<std::uint64_t>(0), 1); },
       {"without remote atomic access", "write|read"}));
+  // Inline data on an atomic: post_fetch_add's SignalingOptions have no inline_data (a compile
+  // error: tests/unit/operation_safety_test.cpp); an operation type of the caller's takes every
+  // option, and the queue pair's check refuses it before posting.
   EXPECT_TRUE(throws_invalid_argument(
       [&] {
-        (void)a->post_fetch_add(result(0), word(6), 1, {.inline_data = InlinePolicy::always});
+        (void)a->post(UntypedFetchAdd{result(0), word(6), 1},
+                      PostOptions{.inline_data = InlinePolicy::always});
       },
       {"is an atomic, which can not be inline"}));
   a->scope([&](ChannelScope& s) {

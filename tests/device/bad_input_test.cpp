@@ -67,6 +67,16 @@ using ibv_test::rejects;
 using ibv_test::run_cases;
 using namespace std::chrono_literals;
 
+/// A read of the caller's own type: it declares no Options, so it takes PostOptions (every
+/// option), checked when posted.
+struct UntypedRead {
+  std::span<const ScatterElement> into;
+  RemoteMemoryRegion source;
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+    return SendRequest::read(wr_id, into, source);
+  }
+};
+
 constexpr std::uint32_t kU32Max = std::numeric_limits<std::uint32_t>::max();
 constexpr int kIntMax = std::numeric_limits<int>::max();
 constexpr std::size_t kRegionBytes = 8192;
@@ -470,10 +480,12 @@ TEST_F(BadInputChannel, RejectedPostsPostNothingAndLeaveTheChannelUsable) {
                                    {.signaled = true, .inline_data = InlinePolicy::always});
               },
               {str(inline_max + 1) + " inline bytes", "max_inline_data of " + str(inline_max)}),
-      rejects("Channel::post_read", "inline", "an inline read",
+      // post_read's SignalingOptions have no inline_data (a compile error); a read of the
+      // caller's own type takes every option and the queue pair's check refuses it
+      rejects("Channel::post", "inline", "an inline read (an operation type of the caller's)",
               [&] {
-                (void)a->post_read(into_4k, whole_b.sub_region(0, 4096),
-                                   {.signaled = true, .inline_data = InlinePolicy::always});
+                (void)a->post(UntypedRead{into_4k, whole_b.sub_region(0, 4096)},
+                              PostOptions{.inline_data = InlinePolicy::always});
               },
               {"RDMA read", "can not be inline"}),
   };

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
-// Tests that an operation value is safe to keep and to address to a peer (issue 36): it holds up
-// to op::kInlineElements elements itself, refuses a temporary container it would have to point
-// into, and a MultiChannel takes only the peer forms of the operations on a peer's memory. What
-// must not compile is checked with static_assert(!requires ...); what is kept is checked under
-// the sanitizer lanes as well (asan-unit), which would report a dangling element.
+// Tests that an operation value is safe to keep and to address to a peer, and takes only the
+// options that can apply to it (issue 36): it holds up to op::kInlineElements elements itself,
+// refuses a temporary container it would have to point into; a MultiChannel takes only the peer
+// forms of the operations on a peer's memory; a receive has no options, a read or atomic no
+// inline data, a blocking call no `signaled`. What must not compile is checked with
+// static_assert(!concept) (a concept's requires-expression may be invalid, a bare one may
+// not); what is kept is checked under the sanitizer lanes as well (asan-unit), which would
+// report a dangling element.
 #include <infiniband/verbs.h>
 
 #include <array>
@@ -216,5 +219,77 @@ TEST(PeerOperation, PostsThePlainRegionOfItsTag) {
   EXPECT_EQ(swap.native().wr.atomic.compare_add, 1U);
   EXPECT_EQ(swap.native().wr.atomic.swap, 2U);
 }
+
+// --- options typed by what they can apply to ---------------------------------------------------
+
+template <typename Operation>
+concept posts_unsignaled = requires(Channel& channel, const Operation& operation) {
+  channel.post(operation, {.signaled = false});
+};
+template <typename Operation>
+concept posts_inline = requires(Channel& channel, const Operation& operation) {
+  channel.post(operation, {.inline_data = InlinePolicy::always});
+};
+template <typename Operation>
+concept executes_with_inline = requires(Channel& channel, const Operation& operation) {
+  channel.execute(operation, {.inline_data = InlinePolicy::never});
+};
+template <typename Operation>
+concept executes_unsignaled = requires(Channel& channel, const Operation& operation) {
+  channel.execute(operation, {.signaled = false});
+};
+template <typename Operation>
+concept awaits_unsignaled = requires(Channel& channel, const Operation& operation) {
+  ibv::async(channel, operation, {.signaled = false});
+};
+template <typename Operation>
+concept scope_posts_unsignaled = requires(ChannelScope& scope, const Operation& operation) {
+  scope.post(operation, {.signaled = false});
+};
+template <typename Operations>
+concept scope_posts_all_inline = requires(ChannelScope& scope, const Operations& operations) {
+  scope.post_all(operations, {.inline_data = InlinePolicy::never});
+};
+template <typename Operations>
+concept scope_posts_all_unsignaled = requires(ChannelScope& scope, const Operations& operations) {
+  scope.post_all(operations, {.signaled = false});
+};
+
+// A receive has no options: neither signaled nor inline.
+static_assert(std::is_empty_v<ReceiveOptions>);
+static_assert(!posts_unsignaled<op::Receive> && !posts_inline<op::Receive>);
+static_assert(!scope_posts_unsignaled<op::Receive> && scope_posts_unsignaled<op::Write>);
+// A read or an atomic cannot ask for inline data; it may be unsignaled when not waited for.
+static_assert(!posts_inline<op::Read> && !posts_inline<op::FetchAdd> &&
+              !posts_inline<op::CompareSwap> && !posts_inline<op::PeerRead>);
+static_assert(posts_unsignaled<op::Read> && posts_unsignaled<op::FetchAdd> &&
+              posts_unsignaled<op::CompareSwap>);
+// Sends and writes take both when posted.
+static_assert(posts_unsignaled<op::Write> && posts_inline<op::Write> && posts_inline<op::Send>);
+// Unsignaled work cannot go to a blocking or coroutine call; sends and writes there take the
+// inline choice, other operations no options.
+static_assert(!executes_unsignaled<op::Write> && !executes_unsignaled<op::Send> &&
+              !awaits_unsignaled<op::Write> && !awaits_unsignaled<op::Send>);
+static_assert(executes_with_inline<op::Write> && executes_with_inline<op::Send>);
+static_assert(!executes_with_inline<op::Read> && !executes_with_inline<op::FetchAdd> &&
+              !executes_with_inline<op::Receive>);
+// A mixed list takes only what every alternative takes: signaled or not, no inline choice.
+static_assert(std::same_as<op::options_t<op::AnySend>, SignalingOptions>);
+static_assert(!scope_posts_all_inline<std::vector<op::AnySend>> &&
+              scope_posts_all_unsignaled<std::vector<op::AnySend>>);
+static_assert(scope_posts_all_inline<std::vector<op::Write>>);
+// A type of the caller's takes every option (checked when posted), or what it declares.
+struct OwnWrite {
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+    return SendRequest::write(wr_id, {}, kRemote);
+  }
+};
+struct OwnRead {
+  using Options = SignalingOptions;
+  [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
+    return SendRequest::read(wr_id, {}, kRemote);
+  }
+};
+static_assert(posts_inline<OwnWrite> && !posts_inline<OwnRead> && posts_unsignaled<OwnRead>);
 
 }  // namespace

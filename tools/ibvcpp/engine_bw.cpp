@@ -48,7 +48,7 @@ ibv::PendingWork post(Lane& lane, ibv::PostOptions options) {
   } else if constexpr (V == Verb::write) {
     return lane.channel->post_write(lane.gather, lane.remote, options);
   } else {
-    return lane.channel->post_read(lane.scatter, lane.remote, options);
+    return lane.channel->post_read(lane.scatter, lane.remote, {.signaled = options.signaled});
   }
 }
 

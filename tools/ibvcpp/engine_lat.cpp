@@ -71,7 +71,7 @@ std::vector<std::int64_t> write_pingpong(Session& session, std::uint64_t size) {
   const ibv::RemoteMemoryRegion remote = slot.peer.inbox.sub_region(0, size);
   const std::atomic_ref<std::byte> arrived(in.back());
   std::byte& mark = out.back();
-  const ibv::PostOptions post{.signaled = true, .inline_data = options.inline_policy(size)};
+  const ibv::InlineOptions post{.inline_data = options.inline_policy(size)};
   const std::uint64_t iterations = options.iterations;
   std::vector<std::int64_t> posted(client ? iterations : 0);
 
@@ -108,7 +108,7 @@ std::vector<std::int64_t> send_pingpong(Session& session, std::uint64_t size) {
   ibv::Channel& channel = *slot.channel;
   const std::array gather{slot.mr->gather(slot.outbox(size))};
   const std::array into{slot.mr->scatter(slot.inbox(size))};
-  const ibv::PostOptions post{.signaled = true, .inline_data = options.inline_policy(size)};
+  const ibv::InlineOptions post{.inline_data = options.inline_policy(size)};
   const std::uint64_t iterations = options.iterations;
   const std::uint64_t depth = options.rx_depth();
   std::vector<std::int64_t> posted(client ? iterations : 0);

@@ -177,27 +177,26 @@ class Channel {
     SendRequest request = operation.request(0);
     return execute_request<false>(request, {}, timeout);
   }
-  /// execute() posted as `options` say: PostOptions::inline_data (`never` for device memory,
-  /// whose addresses are not CPU addresses; `always` or `never` to match another tool's inline
-  /// size). A blocking call waits for its own completion, so `options.signaled` false throws
-  /// ibv::Error (invalid_argument) before anything is posted.
-  template <op::SendOperation Operation>
-  WorkCompletion execute(const Operation& operation, PostOptions options, Timeout timeout = {}) {
+  /// execute() of a send or write posted as `options` say (InlineOptions: a blocking call is
+  /// always signaled, so there is no `signaled` to set; other operations take no options).
+  template <op::InlineCapable Operation>
+  WorkCompletion execute(const Operation& operation, InlineOptions options, Timeout timeout = {}) {
     SendRequest request = operation.request(0);
-    return execute_request<true>(request, options, timeout);
+    return execute_request<true>(request, detail::as_post_options(options), timeout);
   }
   /// Blocking receive: posts op::Receive and waits for the message, as execute() above.
   WorkCompletion execute(const op::Receive& operation, Timeout timeout = {});
 
-  /// Unpolled: posts `operation`; the returned handle tracks it. PostOptions choose unsignaled
-  /// (see post_options.hpp) and inline posting.
+  /// Unpolled: posts `operation`; the returned handle tracks it. `options` (op::options_t of the
+  /// operation: PostOptions for a send or write, SignalingOptions for a read or atomic) choose
+  /// unsignaled and inline posting (see post_options.hpp).
   template <op::SendOperation Operation>
-  PendingWork post(const Operation& operation, PostOptions options = {}) {
+  PendingWork post(const Operation& operation, op::options_t<Operation> options = {}) {
     SendRequest request = operation.request(0);
-    return post_request(request, options);
+    return post_request(request, detail::as_post_options(options));
   }
-  /// Receives are always signaled and never inline: `options` do not apply to them.
-  PendingWork post(const op::Receive& operation, PostOptions options = {});
+  /// A receive: always signaled, never inline (ReceiveOptions has nothing to set).
+  PendingWork post(const op::Receive& operation, ReceiveOptions options = {});
 
   // The operations by name: execute() and post() of the operation.
   /// Sends `data` into the peer's next receive and waits: execute(op::Send{data}).
@@ -279,19 +278,19 @@ class Channel {
   }
   /// read() unpolled. Never inline.
   PendingWork post_read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
-                        PostOptions options = {}) {
+                        SignalingOptions options = {}) {
     return post(op::Read{into, source}, options);
   }
   /// fetch_add() unpolled: `result` holds the old value once the handle completes. Never
-  /// inline (InlinePolicy::always is rejected).
+  /// inline.
   PendingWork post_fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
-                             std::uint64_t add, PostOptions options = {}) {
+                             std::uint64_t add, SignalingOptions options = {}) {
     return post(op::FetchAdd{result, target, add}, options);
   }
   /// compare_swap() unpolled, as post_fetch_add().
   PendingWork post_compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
                                 std::uint64_t expected, std::uint64_t desired,
-                                PostOptions options = {}) {
+                                SignalingOptions options = {}) {
     return post(op::CompareSwap{result, target, expected, desired}, options);
   }
 
@@ -369,7 +368,7 @@ class Channel {
   /// The one blocking path and the one unpolled path of every send-queue operation: `request`
   /// (made by the operation under wr_id 0) gets the channel's wr_id, is checked once and posted.
   ///
-  /// `with_options` false (every call but the ones given PostOptions): `options` are the
+  /// `with_options` false (every call but the ones given options): `options` are the
   /// default ones, known when compiled, so those calls pay nothing for the options they do not
   /// take.
   template <bool with_options>

@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "ibv/channel/element_list.hpp"
+#include "ibv/channel/post_options.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
 #include "ibv/verbs/work_request.hpp"
@@ -219,5 +220,50 @@ using AnySend = BasicAnySend<RemoteMemoryRegion>;
 /// Any operation a channel takes: a send-queue operation or a Receive.
 template <typename T>
 concept Operation = SendOperation<T> || std::same_as<T, Receive>;
+
+namespace detail {
+/// options_t's table. A type of your own: its `Options` if it declares one, else PostOptions
+/// (every option, checked against the request when it is posted).
+template <typename T>
+struct options_of {
+  using type = PostOptions;
+};
+template <typename T>
+requires requires { typename T::Options; }
+struct options_of<T> {
+  using type = typename T::Options;
+};
+template <>
+struct options_of<Receive> {
+  using type = ReceiveOptions;
+};
+template <typename Region>
+struct options_of<BasicRead<Region>> {
+  using type = SignalingOptions;
+};
+template <typename Region>
+struct options_of<BasicFetchAdd<Region>> {
+  using type = SignalingOptions;
+};
+template <typename Region>
+struct options_of<BasicCompareSwap<Region>> {
+  using type = SignalingOptions;
+};
+template <typename Region>
+struct options_of<BasicAnySend<Region>> {  // what every alternative takes
+  using type = SignalingOptions;
+};
+}  // namespace detail
+
+/// The options an unpolled or scoped post of `T` takes (post_options.hpp): PostOptions for a
+/// send or write, SignalingOptions for a read, an atomic or a mixed list, ReceiveOptions
+/// (none) for a receive. An option that cannot apply does not compile.
+template <typename T>
+using options_t = typename detail::options_of<T>::type;
+
+/// An operation whose data may go inline (a send or write): a blocking or coroutine call of it
+/// takes InlineOptions; other operations take no options there.
+template <typename T>
+concept InlineCapable = SendOperation<T> && std::same_as<options_t<T>, PostOptions>;
 
 }  // namespace ibv::op

@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: MIT
-// PostOptions: how one request is posted on a Channel (signaled or not, inline or not).
+// How one request is posted on a Channel, typed by what can apply to it: PostOptions (signaled
+// or not, inline or not) for a send or write that is not waited for; SignalingOptions (signaled
+// or not) for a read, an atomic or a mixed list; InlineOptions (inline or not) for a send or write
+// that a blocking or coroutine call waits for; ReceiveOptions (nothing) for a receive. An option
+// that cannot apply does not compile (op::options_t in operation.hpp picks the type).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +27,7 @@ enum class InlinePolicy : std::uint8_t {
   never,
 };
 
-/// Per-request posting options of the Channel's unpolled and scoped calls.
+/// Posting options of a send or write in the Channel's unpolled and scoped calls.
 struct PostOptions {
   /// false: ask the device for no completion of its own. The channel still knows when the
   /// request is done: a later signaled request on the same channel retires it (RC completes in
@@ -32,14 +36,45 @@ struct PostOptions {
   /// The channel also signals on its own at least every max_send_wr / 2 requests, so the send
   /// queue can not fill up with requests that nobody will retire. The completion handed to
   /// the request's PendingWork is then made by the channel: success, the opcode, wr_id,
-  /// byte_length 0. Receives are always signaled (the option is ignored for them). For a list
-  /// (ScopeBase::post_all), true asks for one completion per doorbell, the list's last
-  /// request's.
+  /// byte_length 0. For a list (ScopeBase::post_all), true asks for one completion per
+  /// doorbell, the list's last request's.
   bool signaled = true;
-  /// Inline or not (see InlinePolicy); by default automatic. The blocking and coroutine calls
-  /// take options too (Channel::execute(operation, options), ibv::async(channel, operation,
-  /// options)); they are always signaled.
+  /// Inline or not (see InlinePolicy); by default automatic.
   InlinePolicy inline_data = InlinePolicy::automatic;
 };
+
+/// Posting options of a request whose data can not go inline (a read, an atomic) and of a list
+/// that mixes operations (op::AnySend), in the unpolled and scoped calls: PostOptions::signaled
+/// alone.
+struct SignalingOptions {
+  /// As PostOptions::signaled.
+  bool signaled = true;
+};
+
+/// Posting options of a send or write in a blocking or coroutine call, which waits for its own
+/// completion and so is always signaled: PostOptions::inline_data alone.
+struct InlineOptions {
+  /// As PostOptions::inline_data (`never` for device memory, whose addresses are not CPU
+  /// addresses; `always` or `never` to match another tool's inline size).
+  InlinePolicy inline_data = InlinePolicy::automatic;
+};
+
+/// Posting options of a receive: none (a receive is always signaled and never inline). The
+/// type exists so that every operation has one, and `{.signaled = false}` on a receive does
+/// not compile.
+struct ReceiveOptions {};
+
+namespace detail {
+/// The options the channel's one post path takes, from any of the above.
+[[nodiscard]] constexpr PostOptions as_post_options(PostOptions options) noexcept {
+  return options;
+}
+[[nodiscard]] constexpr PostOptions as_post_options(SignalingOptions options) noexcept {
+  return {.signaled = options.signaled};
+}
+[[nodiscard]] constexpr PostOptions as_post_options(InlineOptions options) noexcept {
+  return {.inline_data = options.inline_data};
+}
+}  // namespace detail
 
 }  // namespace ibv

@@ -268,13 +268,14 @@ class ScopeBase {
 
   /// Posts `operation` (any of ibv/channel/operation.hpp) and keeps its handle until the scope
   /// ends.
+  /// `options`: op::options_t of the operation (as Channel::post).
   template <op::SendOperation Operation>
-  PendingWork& post(const Operation& operation, PostOptions options = {}) {
+  PendingWork& post(const Operation& operation, op::options_t<Operation> options = {}) {
     SendRequest request = operation.request(0);
-    return post_request(request, options);
+    return post_request(request, detail::as_post_options(options));
   }
-  /// Receives are always signaled and never inline: `options` do not apply to them.
-  PendingWork& post(const op::Receive& operation, PostOptions options = {});
+  /// A receive: always signaled, never inline (ReceiveOptions has nothing to set).
+  PendingWork& post(const op::Receive& operation, ReceiveOptions options = {});
 
   /// Posts every operation in `operations` (a range of one operation type, e.g. a
   /// std::vector<op::Write>) as linked lists that reach the device with one doorbell each (as
@@ -282,11 +283,14 @@ class ScopeBase {
   /// ends (size() counts them; the scope waits for them like any other). Signaled (`options`),
   /// each list asks for one completion, its last request's; a failure inside it is reported
   /// once, as that request's own. All of them are checked before any is posted: bad input
-  /// throws and posts nothing. See docs/operations.md, "Posting a list".
+  /// throws and posts nothing. `options`: op::options_t of the element type (a list of
+  /// op::AnySend takes SignalingOptions, what every alternative takes). See
+  /// docs/operations.md, "Posting a list".
   template <std::ranges::forward_range Operations>
   requires op::SendOperation<std::ranges::range_value_t<Operations>>
-  void post_all(const Operations& operations, PostOptions options = {}) {
-    ListPoster(*core_, work_, std::nullopt).post_all(operations, options);
+  void post_all(const Operations& operations,
+                op::options_t<std::ranges::range_value_t<Operations>> options = {}) {
+    ListPoster(*core_, work_, std::nullopt).post_all(operations, detail::as_post_options(options));
   }
   /// Posts a receive for each of `operations` (a range of op::Receive) as linked lists, one
   /// doorbell each; as post_all() of send-queue operations.
@@ -317,18 +321,18 @@ class ScopeBase {
     return post(op::Write{data, destination, immediate}, options);
   }
   PendingWork& post_read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
-                         PostOptions options = {}) {
+                         SignalingOptions options = {}) {
     return post(op::Read{into, source}, options);
   }
   /// Atomics (see Channel::fetch_add / compare_swap): `result` holds the old value once the
   /// request completes, at the latest when the scope ends.
   PendingWork& post_fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
-                              std::uint64_t add, PostOptions options = {}) {
+                              std::uint64_t add, SignalingOptions options = {}) {
     return post(op::FetchAdd{result, target, add}, options);
   }
   PendingWork& post_compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
                                  std::uint64_t expected, std::uint64_t desired,
-                                 PostOptions options = {}) {
+                                 SignalingOptions options = {}) {
     return post(op::CompareSwap{result, target, expected, desired}, options);
   }
 

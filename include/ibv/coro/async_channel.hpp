@@ -28,9 +28,6 @@ namespace detail {
 /// Throws the ibv::Error (invalid_argument) of a coroutine call given a `timeout` that is not
 /// positive, naming `operation`; nothing was posted.
 [[noreturn]] void throw_bad_async_timeout(Duration timeout, const char* operation);
-/// Throws the ibv::Error (invalid_argument) of a coroutine call given unsignaled PostOptions
-/// (it waits for its own completion), naming `operation`; nothing was posted.
-[[noreturn]] void throw_unsignaled_async(const char* operation);
 
 /// Every coroutine call's one mechanism: checks `timeout`, when given, before anything is
 /// posted, then awaits the request that `post()` posts, its handle made in place, for at most
@@ -54,20 +51,19 @@ struct CoroutinePost {
     return channel.post_and_look<with_options>(request, options);
   }
   template <bool with_options>
-  static PendingWork post(Channel& channel, const op::Receive& operation, PostOptions /*options*/) {
+  static PendingWork post(Channel& channel, const op::Receive& operation,
+                          PostOptions /*options: a receive has none*/) {
     return channel.post(operation);
   }
 };
 
 /// The AsyncWork of `operation` posted as a coroutine call posts it (CoroutinePost) on the
-/// Channel that `channel()` returns once `timeout` and `options` have passed their checks (a
-/// MultiChannel's named calls check their peer there). `with_options`: `options` were given
-/// (as Channel::execute_request's).
+/// Channel that `channel()` returns once `timeout` has passed its check (a MultiChannel's named
+/// calls check their peer there). `with_options`: `options` were given (as
+/// Channel::execute_request's); they are signaled (InlineOptions made them).
 template <bool with_options = false, op::Operation Operation, typename GetChannel>
 AsyncWork await_operation(const Channel::Timeout& timeout, const char* name, GetChannel&& channel,
                           const Operation& operation, PostOptions options = {}) {
-  if (with_options && !options.signaled) [[unlikely]]
-    throw_unsignaled_async(name);
   return await_post(
       timeout, name,
       [&] { return CoroutinePost::post<with_options>(channel(), operation, options); },
@@ -96,13 +92,13 @@ template <op::Operation Operation>
 AsyncWork async(Channel& channel, const Operation& operation, Channel::Timeout timeout = {}) {
   return detail::async_post(channel, operation, timeout, "ibv::async");
 }
-/// async() posted as `options` say (PostOptions::inline_data), as Channel::execute(operation,
-/// options): a coroutine call waits for its own completion, so `options.signaled` false throws
-/// ibv::Error (invalid_argument) before anything is posted. Receives ignore the options.
-template <op::Operation Operation>
-AsyncWork async(Channel& channel, const Operation& operation, PostOptions options,
+/// async() of a send or write posted as `options` say, as Channel::execute(operation, options):
+/// a coroutine call waits for its own completion, so it is always signaled (InlineOptions).
+template <op::InlineCapable Operation>
+AsyncWork async(Channel& channel, const Operation& operation, InlineOptions options,
                 Channel::Timeout timeout = {}) {
-  return detail::async_post<true>(channel, operation, timeout, "ibv::async", options);
+  return detail::async_post<true>(channel, operation, timeout, "ibv::async",
+                                  detail::as_post_options(options));
 }
 
 // The operations by name: async() of the operation.

@@ -29,10 +29,12 @@ AsyncWork async(MultiChannel& channels, std::uint32_t peer, const Operation& ope
 /// async(channels, peer, operation) posted as `options` say, as async(channel, operation,
 /// options).
 template <op::PeerOperation Operation>
+requires op::InlineCapable<Operation>
 AsyncWork async(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
-                PostOptions options, MultiChannel::Timeout timeout = {}) {
+                InlineOptions options, MultiChannel::Timeout timeout = {}) {
   return detail::async_post<true>(channels.channel_for(peer, operation, "ibv::async"),
-                                  operation, timeout, "ibv::async", options);
+                                  operation, timeout, "ibv::async",
+                                  detail::as_post_options(options));
 }
 
 // As the Channel forms (async_channel.hpp), with the peer checked as MultiChannel's blocking

@@ -216,17 +216,19 @@ class MultiChannel {
   WorkCompletion execute(std::uint32_t peer, const Operation& operation, Timeout timeout = {}) {
     return channel_for(peer, operation, "MultiChannel::execute").execute(operation, timeout);
   }
-  /// execute() posted as `options` say, as Channel::execute(operation, options, timeout).
+  /// execute() of a send or write posted as `options` say, as Channel::execute(operation,
+  /// options, timeout).
   template <op::PeerOperation Operation>
-  requires op::SendOperation<Operation>
-  WorkCompletion execute(std::uint32_t peer, const Operation& operation, PostOptions options,
+  requires op::InlineCapable<Operation>
+  WorkCompletion execute(std::uint32_t peer, const Operation& operation, InlineOptions options,
                          Timeout timeout = {}) {
     return channel_for(peer, operation, "MultiChannel::execute")
         .execute(operation, options, timeout);
   }
   /// Unpolled, one peer, any peer operation: channel(peer).post(); checked as execute().
   template <op::PeerOperation Operation>
-  PendingWork post(std::uint32_t peer, const Operation& operation, PostOptions options = {}) {
+  PendingWork post(std::uint32_t peer, const Operation& operation,
+                   op::options_t<Operation> options = {}) {
     return channel_for(peer, operation, "MultiChannel::post").post(operation, options);
   }
   /// The channel to `peer` for `operation`, checked as execute() checks them, naming `call` (a
@@ -306,15 +308,15 @@ class MultiChannel {
                                         std::uint32_t immediate, PostOptions options = {});
   /// read() unpolled; `source` must be `peer`'s.
   PendingWork post_read(std::uint32_t peer, std::span<const ScatterElement> into,
-                        const PeerRemoteMemoryRegion& source, PostOptions options = {});
+                        const PeerRemoteMemoryRegion& source, SignalingOptions options = {});
   /// fetch_add() unpolled; `result` holds the old value once the handle completes.
   PendingWork post_fetch_add(std::uint32_t peer, const ScatterElement& result,
                              const PeerRemoteMemoryRegion& target, std::uint64_t add,
-                             PostOptions options = {});
+                             SignalingOptions options = {});
   /// compare_swap() unpolled, as post_fetch_add().
   PendingWork post_compare_swap(std::uint32_t peer, const ScatterElement& result,
                                 const PeerRemoteMemoryRegion& target, std::uint64_t expected,
-                                std::uint64_t desired, PostOptions options = {});
+                                std::uint64_t desired, SignalingOptions options = {});
 
   // Unpolled, several peers: one handle per element, in input order.
   /// scatter_send() unpolled: one handle per element, in input order; all are checked first.
@@ -327,7 +329,7 @@ class MultiChannel {
                                                             PostOptions options = {});
   /// gather_read() unpolled, as post_scatter_send().
   [[nodiscard]] std::vector<PendingWork> post_gather_read(std::span<const PeerRead> reads,
-                                                          PostOptions options = {});
+                                                          SignalingOptions options = {});
   /// multicast_send() unpolled: one handle per rank of `peers`, in that order.
   [[nodiscard]] std::vector<PendingWork> post_multicast_send(std::span<const std::uint32_t> peers,
                                                              std::span<const GatherElement> data,

@@ -46,7 +46,8 @@ class MultiScopeBase {
   /// Posts `operation` (any of ibv/multi_channel/peer_operation.hpp) to `peer` and keeps its
   /// handle until the scope ends; checked as MultiChannel::post(peer, operation).
   template <op::PeerOperation Operation>
-  PendingWork& post(std::uint32_t peer, const Operation& operation, PostOptions options = {}) {
+  PendingWork& post(std::uint32_t peer, const Operation& operation,
+                    op::options_t<Operation> options = {}) {
     return keep(peer, peer_channel(peer, operation, "MultiChannelScope::post").post(operation, options));
   }
 
@@ -62,14 +63,14 @@ class MultiScopeBase {
                                          const PeerRemoteMemoryRegion& destination,
                                          std::uint32_t immediate, PostOptions options = {});
   PendingWork& post_read(std::uint32_t peer, std::span<const ScatterElement> into,
-                         const PeerRemoteMemoryRegion& source, PostOptions options = {});
+                         const PeerRemoteMemoryRegion& source, SignalingOptions options = {});
   /// Atomics on `peer`'s memory (see Channel::fetch_add / compare_swap).
   PendingWork& post_fetch_add(std::uint32_t peer, const ScatterElement& result,
                               const PeerRemoteMemoryRegion& target, std::uint64_t add,
-                              PostOptions options = {});
+                              SignalingOptions options = {});
   PendingWork& post_compare_swap(std::uint32_t peer, const ScatterElement& result,
                                  const PeerRemoteMemoryRegion& target, std::uint64_t expected,
-                                 std::uint64_t desired, PostOptions options = {});
+                                 std::uint64_t desired, SignalingOptions options = {});
 
   /// Posts every operation in `operations` to `peer` as linked lists, one doorbell each, and
   /// keeps their handles: ChannelScope::post_all on the peer's channel (a range of one
@@ -78,11 +79,12 @@ class MultiScopeBase {
   template <std::ranges::forward_range Operations>
   requires op::SendOperation<std::ranges::range_value_t<Operations>> &&
       op::PeerOperation<std::ranges::range_value_t<Operations>>
-  void post_all(std::uint32_t peer, const Operations& operations, PostOptions options = {}) {
+  void post_all(std::uint32_t peer, const Operations& operations,
+                op::options_t<std::ranges::range_value_t<Operations>> options = {}) {
     ChannelCore& core = peer_core(peer);
     for (const auto& operation : operations)
       (void)peer_channel(peer, operation, "MultiChannelScope::post_all");
-    ListPoster(core, work_, peer).post_all(operations, options);
+    ListPoster(core, work_, peer).post_all(operations, as_post_options(options));
   }
   template <std::ranges::forward_range Operations>
   requires std::same_as<std::ranges::range_value_t<Operations>, op::Receive>
@@ -93,7 +95,7 @@ class MultiScopeBase {
   void post_scatter_send(std::span<const PeerSend> sends, PostOptions options = {});
   void post_gather_receive(std::span<const PeerReceive> receives);
   void post_scatter_write(std::span<const PeerWrite> writes, PostOptions options = {});
-  void post_gather_read(std::span<const PeerRead> reads, PostOptions options = {});
+  void post_gather_read(std::span<const PeerRead> reads, SignalingOptions options = {});
   void post_multicast_send(std::span<const std::uint32_t> peers,
                            std::span<const GatherElement> data, PostOptions options = {});
 
