@@ -451,27 +451,25 @@ int main(int argc, char** argv) try {
   const ibv::RemoteMemoryRegion half = mr.remote().sub_region(kHalf, kMessageSize);
   const ibv::RemoteMemoryRegion word = mr.remote().sub_region(kWord, sizeof(std::uint64_t));
   const ibv::ScatterElement result = mr.scatter(bytes.subspan(kResult, sizeof(std::uint64_t)));
-  const Loop loop{.channel = channel,
-                  .multi = world.at(0),
-                  .peer = world.at(1),
-                  .qp = qp,
-                  .cq = cq,
-                  .next_wr_id = next_wr_id,
-                  .completions = completions,
-                  .verbs_inline = qp.max_inline_data() >= kMessageSize,
-                  .write = {.data = from, .destination = half},
-                  .send = {.data = from},
-                  .receive = {.into = into},
-                  .read = {.into = into, .source = head},
-                  .fetch_add = {.result = result, .target = word, .add = 1},
-                  .compare_swap = {.result = result, .target = word, .expected = 0, .desired = 0},
-                  .peer_write = {.data = from, .destination = {1, half}},
-                  .peer_read = {.into = into, .source = {1, head}},
-                  .peer_fetch_add = {.result = result, .target = {1, word}, .add = 1},
-                  .peer_compare_swap = {.result = result,
-                                        .target = {1, word},
-                                        .expected = 0,
-                                        .desired = 0}};
+  const Loop loop{
+      .channel = channel,
+      .multi = world.at(0),
+      .peer = world.at(1),
+      .qp = qp,
+      .cq = cq,
+      .next_wr_id = next_wr_id,
+      .completions = completions,
+      .verbs_inline = qp.max_inline_data() >= kMessageSize,
+      .write = {.data = from, .destination = half},
+      .send = {.data = from},
+      .receive = {.into = into},
+      .read = {.into = into, .source = head},
+      .fetch_add = {.result = result, .target = word, .add = 1},
+      .compare_swap = {.result = result, .target = word, .expected = 0, .desired = 0},
+      .peer_write = {.data = from, .destination = {1, half}},
+      .peer_read = {.into = into, .source = {1, head}},
+      .peer_fetch_add = {.result = result, .target = {1, word}, .add = 1},
+      .peer_compare_swap = {.result = result, .target = {1, word}, .expected = 0, .desired = 0}};
 
   // What every queue pair of the run posts with (the same settings).
   const ibv::PostInterface post_interface = channel.queue_pair().settings().post_interface;

@@ -185,8 +185,7 @@ void check_timeout(const Channel::Timeout& timeout, std::string_view operation) 
 
 /// What a blocking call checks before it posts: its timeout (it is always signaled: its
 /// options, InlineOptions, have no `signaled`).
-[[gnu::noinline]] void check_blocking(const Channel::Timeout& timeout,
-                                      std::string_view operation) {
+[[gnu::noinline]] void check_blocking(const Channel::Timeout& timeout, std::string_view operation) {
   check_timeout(timeout, operation);
 }
 

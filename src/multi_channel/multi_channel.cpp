@@ -177,9 +177,9 @@ void MultiChannel::throw_no_channel(std::uint32_t peer) const {
   ibv::throw_no_channel("MultiChannel::channel", peer, rank_, channels_.size());
 }
 
-void MultiChannel::throw_foreign_region(const char* call, std::uint32_t peer,
-                                        std::uint32_t owner) {
-  throw_invalid_argument(call, "the remote region of the operation for peer " + std::to_string(peer),
+void MultiChannel::throw_foreign_region(const char* call, std::uint32_t peer, std::uint32_t owner) {
+  throw_invalid_argument(call,
+                         "the remote region of the operation for peer " + std::to_string(peer),
                          detail::foreign_region_problem(peer, owner) + "; nothing was posted");
 }
 

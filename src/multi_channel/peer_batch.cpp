@@ -139,9 +139,8 @@ void post_batch(MultiChannel& channels, std::span<const PeerRead> reads, PostOpt
                                options, channels, reads[i].peer));
   }
   for (const auto& read : reads) {
-    sink(read.peer,
-         channels.channel(read.peer)
-             .post_read(read.into, read.source.region(), {.signaled = options.signaled}));
+    sink(read.peer, channels.channel(read.peer).post_read(read.into, read.source.region(),
+                                                          {.signaled = options.signaled}));
   }
 }
 

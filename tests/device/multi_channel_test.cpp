@@ -166,7 +166,9 @@ TEST_F(MultiChannelTest, BlockingCallsTakeInlineOptionsAsTheChannelsDo) {
   const auto destination = remote_of[1].sub_region(kChunk * 3, 64);
   const Channel& to_peer = nodes[0].channel(1);
   EXPECT_TRUE(
-      nodes[0].execute(1, op::PeerWrite{from, destination}, {.inline_data = InlinePolicy::never}).ok());
+      nodes[0]
+          .execute(1, op::PeerWrite{from, destination}, {.inline_data = InlinePolicy::never})
+          .ok());
   EXPECT_EQ(to_peer.inline_posts(), 0U);
   EXPECT_TRUE(
       nodes[0]
@@ -364,29 +366,28 @@ TEST_F(MultiChannelTest, TheGenericCallsRefuseARegionOfAnotherPeerToo) {
   fill_pattern(chunk(0, 0), 15);
   const std::array from{mrs[0].gather(chunk(0, 0))};
   const op::PeerWrite foreign{from, remote_of[2].sub_region(0, kChunk)};
-  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { (void)nodes[0].execute(1, foreign); },
-                           {"MultiChannel::execute", "peer 2", "not to peer 1",
-                            "nothing was posted"}));
+  EXPECT_TRUE(
+      throws_error(ErrorKind::invalid_argument, [&] { (void)nodes[0].execute(1, foreign); },
+                   {"MultiChannel::execute", "peer 2", "not to peer 1", "nothing was posted"}));
   EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
                            [&] { (void)nodes[0].execute(1, foreign, InlineOptions{}); },
                            {"MultiChannel::execute", "peer 2", "not to peer 1"}));
   EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { (void)nodes[0].post(1, foreign); },
                            {"MultiChannel::post", "peer 2", "not to peer 1"}));
-  EXPECT_TRUE(throws_error(
-      ErrorKind::invalid_argument,
-      [&] {
-        (void)nodes[0].execute(
-            1, op::PeerRead{std::array{mrs[0].scatter(chunk(0, 1))}, remote_of[2]});
-      },
-      {"peer 2", "not to peer 1"}));
-  EXPECT_TRUE(throws_error(
-      ErrorKind::invalid_argument,
-      [&] {
-        (void)nodes[0].execute(
-            1, op::PeerFetchAdd{mrs[0].scatter(chunk(0, 1).first(8)),
-                                remote_of[2].sub_region(0, 8), 1});
-      },
-      {"peer 2", "not to peer 1"}));
+  EXPECT_TRUE(
+      throws_error(ErrorKind::invalid_argument,
+                   [&] {
+                     (void)nodes[0].execute(
+                         1, op::PeerRead{std::array{mrs[0].scatter(chunk(0, 1))}, remote_of[2]});
+                   },
+                   {"peer 2", "not to peer 1"}));
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] {
+                             (void)nodes[0].execute(
+                                 1, op::PeerFetchAdd{mrs[0].scatter(chunk(0, 1).first(8)),
+                                                     remote_of[2].sub_region(0, 8), 1});
+                           },
+                           {"peer 2", "not to peer 1"}));
   // a list whose second element is another peer's posts nothing, not even its first element
   const std::vector<op::PeerAnySend> list{op::PeerWrite{from, remote_of[1].sub_region(0, kChunk)},
                                           foreign};

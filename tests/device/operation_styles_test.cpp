@@ -5,8 +5,8 @@
 // world of two ranks on the test device, data checked byte by byte; and an operation defined by
 // the caller (a fenced write), which every style takes with no change to the library.
 #include <array>
-#include <concepts>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -82,8 +82,8 @@ auto for_peer(std::uint32_t peer, const Operation& operation) {
   } else if constexpr (std::same_as<Operation, op::FetchAdd>) {
     return op::PeerFetchAdd{operation.result, {peer, operation.target}, operation.add};
   } else if constexpr (std::same_as<Operation, op::CompareSwap>) {
-    return op::PeerCompareSwap{operation.result, {peer, operation.target}, operation.expected,
-                               operation.desired};
+    return op::PeerCompareSwap{
+        operation.result, {peer, operation.target}, operation.expected, operation.desired};
   } else {
     return operation;
   }

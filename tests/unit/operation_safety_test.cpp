@@ -41,7 +41,9 @@ const RemoteMemoryRegion kRemote(0x7f0000000000, 1 << 20, 0xabcdef);
 // What must not compile is asked through these concepts: a requires-expression outside a
 // template may not contain an invalid expression at all, one inside a concept is false.
 template <typename Operation, typename... Parts>
-concept makes = requires(Parts&&... parts) { Operation{std::forward<Parts>(parts)...}; };
+concept makes = requires(Parts&&... parts) {
+  Operation{std::forward<Parts>(parts)...};
+};
 template <typename Operation>
 concept multi_executes = requires(MultiChannel& channels, const Operation& operation) {
   channels.execute(1U, operation);
@@ -130,8 +132,11 @@ TEST(ElementList, ACopyHoldsItsOwnElements) {
   // a list held by reference stays one in the copy
   const std::vector<GatherElement> many{gather(1), gather(2), gather(3), gather(4), gather(5)};
   const op::GatherList by_reference(many);
-  const op::GatherList reference_copy = by_reference;  // NOLINT(performance-unnecessary-copy-initialization)
+  op::GatherList reference_copy = by_reference;
   EXPECT_EQ(reference_copy.span().data(), many.data());
+  reference_copy = op::GatherList(gather(7));  // and assigning an inline list makes it inline
+  EXPECT_TRUE(reference_copy.holds_inline());
+  EXPECT_EQ(reference_copy.span().front().address(), 7U);
 }
 
 // The example of issue 36: operations made from temporary arrays, kept in a vector, posted
@@ -140,9 +145,9 @@ TEST(ElementList, ACopyHoldsItsOwnElements) {
 std::vector<op::AnySend> operations_from_temporaries() {
   std::vector<op::AnySend> operations;
   for (std::uint64_t i = 0; i < 3; ++i) {
-    operations.push_back(op::Write{std::array{gather(0x1000 * (i + 1), 16)}, kRemote});
-    operations.push_back(op::Send{std::array{gather(0x10 + i), gather(0x20 + i)}});
-    operations.push_back(op::Read{std::array{scatter(0x9000 + i)}, kRemote});
+    operations.emplace_back(op::Write{std::array{gather(0x1000 * (i + 1), 16)}, kRemote});
+    operations.emplace_back(op::Send{std::array{gather(0x10 + i), gather(0x20 + i)}});
+    operations.emplace_back(op::Read{std::array{scatter(0x9000 + i)}, kRemote});
   }
   return operations;
 }
@@ -187,8 +192,8 @@ static_assert(op::PeerOperation<op::PeerWrite> && op::PeerOperation<op::PeerRead
 static_assert(!op::PeerOperation<op::Write> && !op::PeerOperation<op::Read> &&
               !op::PeerOperation<op::FetchAdd> && !op::PeerOperation<op::CompareSwap> &&
               !op::PeerOperation<op::AnySend>);
-static_assert(!multi_executes<op::Write> && !multi_posts<op::Read> &&
-              !multi_awaits<op::Write> && !multi_scope_posts_all<std::vector<op::AnySend>>);
+static_assert(!multi_executes<op::Write> && !multi_posts<op::Read> && !multi_awaits<op::Write> &&
+              !multi_scope_posts_all<std::vector<op::AnySend>>);
 static_assert(multi_executes<op::PeerWrite> && multi_posts<op::PeerRead> &&
               multi_awaits<op::PeerWrite> && multi_scope_posts_all<std::vector<op::PeerAnySend>>);
 static_assert(multi_executes<op::Send> && multi_posts<op::Receive>);
@@ -280,14 +285,16 @@ static_assert(!scope_posts_all_inline<std::vector<op::AnySend>> &&
 static_assert(scope_posts_all_inline<std::vector<op::Write>>);
 // A type of the caller's takes every option (checked when posted), or what it declares.
 struct OwnWrite {
+  RemoteMemoryRegion destination;
   [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
-    return SendRequest::write(wr_id, {}, kRemote);
+    return SendRequest::write(wr_id, {}, destination);
   }
 };
 struct OwnRead {
   using Options = SignalingOptions;
+  RemoteMemoryRegion source;
   [[nodiscard]] SendRequest request(std::uint64_t wr_id) const noexcept {
-    return SendRequest::read(wr_id, {}, kRemote);
+    return SendRequest::read(wr_id, {}, source);
   }
 };
 static_assert(posts_inline<OwnWrite> && !posts_inline<OwnRead> && posts_unsignaled<OwnRead>);

@@ -23,18 +23,18 @@ namespace ibv {
 template <op::PeerOperation Operation>
 AsyncWork async(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
                 MultiChannel::Timeout timeout = {}) {
-  return detail::async_post(channels.channel_for(peer, operation, "ibv::async"), operation,
-                            timeout, "ibv::async");
+  return detail::async_post(channels.channel_for(peer, operation, "ibv::async"), operation, timeout,
+                            "ibv::async");
 }
 /// async(channels, peer, operation) posted as `options` say, as async(channel, operation,
 /// options).
 template <op::PeerOperation Operation>
-requires op::InlineCapable<Operation>
-AsyncWork async(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
-                InlineOptions options, MultiChannel::Timeout timeout = {}) {
-  return detail::async_post<true>(channels.channel_for(peer, operation, "ibv::async"),
-                                  operation, timeout, "ibv::async",
-                                  detail::as_post_options(options));
+requires op::InlineCapable<Operation> AsyncWork async(MultiChannel& channels, std::uint32_t peer,
+                                                      const Operation& operation,
+                                                      InlineOptions options,
+                                                      MultiChannel::Timeout timeout = {}) {
+  return detail::async_post<true>(channels.channel_for(peer, operation, "ibv::async"), operation,
+                                  timeout, "ibv::async", detail::as_post_options(options));
 }
 
 // As the Channel forms (async_channel.hpp), with the peer checked as MultiChannel's blocking

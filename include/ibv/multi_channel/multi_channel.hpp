@@ -219,9 +219,10 @@ class MultiChannel {
   /// execute() of a send or write posted as `options` say, as Channel::execute(operation,
   /// options, timeout).
   template <op::PeerOperation Operation>
-  requires op::InlineCapable<Operation>
-  WorkCompletion execute(std::uint32_t peer, const Operation& operation, InlineOptions options,
-                         Timeout timeout = {}) {
+  requires op::InlineCapable<Operation> WorkCompletion execute(std::uint32_t peer,
+                                                               const Operation& operation,
+                                                               InlineOptions options,
+                                                               Timeout timeout = {}) {
     return channel_for(peer, operation, "MultiChannel::execute")
         .execute(operation, options, timeout);
   }

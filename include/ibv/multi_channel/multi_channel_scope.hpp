@@ -48,7 +48,8 @@ class MultiScopeBase {
   template <op::PeerOperation Operation>
   PendingWork& post(std::uint32_t peer, const Operation& operation,
                     op::options_t<Operation> options = {}) {
-    return keep(peer, peer_channel(peer, operation, "MultiChannelScope::post").post(operation, options));
+    return keep(peer,
+                peer_channel(peer, operation, "MultiChannelScope::post").post(operation, options));
   }
 
   // By name, with regions tagged with their peer (checked against `peer`).

@@ -38,15 +38,14 @@ inline constexpr bool is_any_send<BasicAnySend<Region>> = true;
 /// PeerRemoteMemoryRegion (PeerWrite, PeerRead, PeerFetchAdd, PeerCompareSwap, PeerAnySend).
 /// A Channel operation with a plain RemoteMemoryRegion (op::Write, ...) is not one.
 template <typename T>
-concept PeerOperation =
-    Operation<T> && (detail::is_any_send<T> ? std::same_as<T, PeerAnySend>
-                                            : !requires(const T& operation) {
-                                                operation.remote_region();
-                                              } || requires(const T& operation) {
-                                                {
-                                                  operation.remote_region()
-                                                  } -> std::same_as<const PeerRemoteMemoryRegion&>;
-                                              });
+concept PeerOperation = Operation<T> &&(
+    detail::is_any_send<T> ? std::same_as<T, PeerAnySend>
+                           : !requires(const T& operation) { operation.remote_region(); } ||
+                                 requires(const T& operation) {
+                                   {
+                                     operation.remote_region()
+                                     } -> std::same_as<const PeerRemoteMemoryRegion&>;
+                                 });
 
 /// The peer whose memory `operation` names, if it names any (PeerAnySend: its alternative's).
 template <PeerOperation Operation>
