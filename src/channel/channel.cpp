@@ -178,15 +178,10 @@ std::uint64_t Channel::inline_posts() const noexcept { return core_->inline_post
 namespace {
 
 /// Throws unless a blocking call's own timeout is positive; called before anything is posted.
-void check_timeout(const Channel::Timeout& timeout, std::string_view operation) {
+/// Out of line: execute_request() calls it only when a timeout is given, off its common path.
+[[gnu::noinline]] void check_timeout(const Channel::Timeout& timeout, std::string_view operation) {
   detail::check_positive_timeout(timeout, detail::QualifiedName{"Channel::", operation},
                                  "nothing was posted");
-}
-
-/// What a blocking call checks before it posts: its timeout (it is always signaled: its
-/// options, InlineOptions, have no `signaled`).
-[[gnu::noinline]] void check_blocking(const Channel::Timeout& timeout, std::string_view operation) {
-  check_timeout(timeout, operation);
 }
 
 /// The rest of a blocking call's wait for `wr_id`, once its first poll (take_fresh) gave
@@ -320,7 +315,7 @@ WorkCompletion Channel::execute_request(SendRequest& request, PostOptions option
                                         Timeout timeout) {
   if (!with_options) options = {};
   if (timeout) [[unlikely]]
-    check_blocking(timeout, detail::operation_name(request.opcode()));
+    check_timeout(timeout, detail::operation_name(request.opcode()));
   detail::ChannelCore& core = *core_;
   const std::uint64_t wr_id = core.post_send(request, options);
   const WorkCompletion* fresh = core.take_first(wr_id);
