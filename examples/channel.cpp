@@ -56,8 +56,8 @@ int main(int argc, char** argv) try {
   channel.scope([&](ibv::ChannelScope& scope) {
     const std::array into{mr.scatter(second)};
     const std::array from{mr.gather(first)};
-    scope.post_receive(into);
-    scope.post_send(from);
+    scope.post(ibv::op::Receive{into});
+    scope.post(ibv::op::Send{from});
   });
   std::printf("scoped send, first half -> second half:   %s\n",
               halves_equal(bytes) ? "equal" : "DIFFERENT");

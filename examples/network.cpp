@@ -151,10 +151,10 @@ std::uint32_t neighbour_rounds(net::Node& node, net::Bootstrap& bootstrap, std::
   for (std::uint32_t round = 0; round < rounds; ++round) {
     fill(std::span(outbox).first(kBlock), me, round);
     fill(std::span(outbox).last(kBlock), me, round + 1000);
-    ibv::PendingWork receive = node.post_receive(right, into);
+    ibv::PendingWork receive = node.post(right, ibv::op::Receive{into});
     node.barrier();  // every rank's receive is posted before anyone sends
-    node.write(right, to_write, inboxes[right].sub_region(0, kBlock));
-    node.send(left, to_send);
+    node.execute(right, ibv::op::PeerWrite{to_write, inboxes[right].sub_region(0, kBlock)});
+    node.execute(left, ibv::op::Send{to_send});
     receive.wait();
     node.barrier();  // every write of this round has completed everywhere
     const bool ok = holds(written, left, round) && holds(received, right, round + 1000);

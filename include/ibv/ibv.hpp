@@ -55,7 +55,6 @@
 #include "ibv/multi_channel/peer_message.hpp"
 #include "ibv/multi_channel/peer_operation.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
-#include "ibv/multi_channel/peer_request.hpp"
 
 // Layer 4: network, ranked nodes with a TCP endpoint exchanger and RDMA barriers.
 #include "ibv/net/barrier_schedule.hpp"

@@ -104,20 +104,16 @@ PendingWork& ScopeWork::keep_spilled(ChannelCore& core, std::uint64_t wr_id,
 
 void ScopeWork::forget_all() noexcept { destroy_kept(); }
 
-std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanoseconds timeout,
-                                                DrainResult& result,
-                                                std::optional<std::chrono::nanoseconds> whole) {
+void ScopeWork::settle(Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result) {
   try {
-    if (auto completion = kept.work.wait_for(timeout)) return completion;
+    if (kept.work.wait_for(timeout)) return;
     result.timed_out.push_back(kept.work.wr_id());
     result.timed_out_peers.push_back(kept.peer);
-    kept.work.cancel(whole ? timed_out("a batch's request", kept.work.wr_id(), *whole)
-                           : timed_out("a scope's request", kept.work.wr_id(), timeout));
+    kept.work.cancel(timed_out("a scope's request", kept.work.wr_id(), timeout));
   } catch (const WorkError& error) {
     result.failed.push_back(error.completion());
     result.failed_peers.push_back(kept.peer);
   }
-  return std::nullopt;
 }
 
 [[gnu::always_inline]] inline bool ScopeWork::settled_quickly(PendingWork& work) {
@@ -138,7 +134,7 @@ void ScopeWork::drain(DrainResult& result, bool note_unpolled) {
     } else if (settled_quickly(kept.work)) {
       return;
     }
-    (void)settle(kept, kept.work.operation_timeout(), result);
+    settle(kept, kept.work.operation_timeout(), result);
   });
   clear();  // every handle is settled or cancelled: their destructors do not wait
 }
@@ -159,6 +155,10 @@ void ScopeWork::finish(std::string_view operation, const std::exception_ptr& bod
     if (body_error) std::rethrow_exception(body_error);
     return;
   }
+  finish_slowly(operation, body_error);
+}
+
+void ScopeWork::finish_slowly(std::string_view operation, const std::exception_ptr& body_error) {
   DrainResult result;  // unpolled requests are normal here: the scope waits for them
   drain(result, false);
   if (result.failed.empty() && result.timed_out.empty()) {
@@ -199,27 +199,6 @@ void ScopeWork::abandon(std::string_view operation) noexcept {
     std::fprintf(stderr, "ibverbs-cpp: %.*s: %s\n", static_cast<int>(operation.size()),
                  operation.data(), error.what());
   }
-}
-
-std::vector<WorkCompletion> ScopeWork::complete_all(std::string_view operation,
-                                                    std::chrono::nanoseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::vector<WorkCompletion> completions;
-  completions.reserve(size());
-  DrainResult result;
-  for_each([&](Kept& kept) {
-    const auto left =
-        std::max(std::chrono::nanoseconds(0),
-                 std::chrono::nanoseconds(deadline - std::chrono::steady_clock::now()));
-    if (auto completion = settle(kept, left, result, timeout)) {
-      completions.push_back(*completion);
-    }
-  });
-  clear();
-  if (!result.failed.empty() || !result.timed_out.empty()) {
-    throw_batch_error(operation, nullptr, result);
-  }
-  return completions;
 }
 
 PendingWork& ScopeBase::post_request(SendRequest& request, PostOptions options) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// MultiChannel, its builder and prepared form: making one queue pair per peer, connecting them
-// all, and the blocking and unpolled peer-addressed calls.
+// MultiChannel, its builder and prepared form: making one queue pair per peer and connecting
+// them all (the peer-addressed calls are templates in the header; their checks are in
+// peer_batch.cpp).
 #include "ibv/multi_channel/multi_channel.hpp"
 
 #include <cerrno>
@@ -9,7 +10,6 @@
 
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
-#include "multi_channel/peer_batch.hpp"
 
 namespace ibv {
 
@@ -101,11 +101,13 @@ PreparedMultiChannel::PreparedMultiChannel(ProtectionDomain pd, std::uint32_t ra
 namespace {
 /// Throws for a `peer` that has no channel: this rank itself, or not below the world size.
 [[noreturn]] void throw_no_channel(std::string_view operation, std::uint32_t peer,
-                                   std::uint32_t rank, std::size_t world_size) {
-  throw_invalid_argument(operation, "peer " + std::to_string(peer),
-                         peer == rank
-                             ? "is this rank itself (there is no channel to it)"
-                             : "is not below the world size " + std::to_string(world_size));
+                                   std::uint32_t rank, std::size_t world_size,
+                                   std::string_view after = {}) {
+  throw_invalid_argument(
+      operation, "peer " + std::to_string(peer),
+      (peer == rank ? std::string("is this rank itself (there is no channel to it)")
+                    : "is not below the world size " + std::to_string(world_size)) +
+          std::string(after));
 }
 
 /// A PreparedMultiChannel has at least one rank until handshake() takes its queue pairs.
@@ -173,14 +175,10 @@ std::vector<std::uint32_t> MultiChannel::peers() const {
   return peers;
 }
 
-void MultiChannel::throw_no_channel(std::uint32_t peer) const {
-  ibv::throw_no_channel("MultiChannel::channel", peer, rank_, channels_.size());
-}
-
-void MultiChannel::throw_foreign_region(const char* call, std::uint32_t peer, std::uint32_t owner) {
-  throw_invalid_argument(call,
-                         "the remote region of the operation for peer " + std::to_string(peer),
-                         detail::foreign_region_problem(peer, owner) + "; nothing was posted");
+void MultiChannel::throw_no_channel(std::uint32_t peer, const char* call) const {
+  if (call == nullptr)
+    ibv::throw_no_channel("MultiChannel::channel", peer, rank_, channels_.size());
+  ibv::throw_no_channel(call, peer, rank_, channels_.size(), "; nothing was posted");
 }
 
 std::optional<std::uint32_t> MultiChannel::peer_of(const WorkCompletion& completion) const {
@@ -230,223 +228,6 @@ std::size_t MultiChannel::consume_completion_events() {
     if (channel) return channel->consume_completion_events();  // the one shared channel
   }
   return 0;
-}
-
-// --- blocking, one peer -------------------------------------------------------------------------
-
-WorkCompletion MultiChannel::send(std::uint32_t peer, std::span<const GatherElement> data,
-                                  Timeout timeout) {
-  return detail::peer_channel(*this, peer, "MultiChannel::send").send(data, timeout);
-}
-
-WorkCompletion MultiChannel::send_with_immediate(std::uint32_t peer,
-                                                 std::span<const GatherElement> data,
-                                                 std::uint32_t immediate, Timeout timeout) {
-  return detail::peer_channel(*this, peer, "MultiChannel::send_with_immediate")
-      .send_with_immediate(data, immediate, timeout);
-}
-
-WorkCompletion MultiChannel::receive(std::uint32_t peer, std::span<const ScatterElement> into,
-                                     Timeout timeout) {
-  return detail::peer_channel(*this, peer, "MultiChannel::receive").receive(into, timeout);
-}
-
-WorkCompletion MultiChannel::write(std::uint32_t peer, std::span<const GatherElement> data,
-                                   const PeerRemoteMemoryRegion& destination, Timeout timeout) {
-  return detail::peer_channel(*this, peer, destination, "MultiChannel::write")
-      .write(data, destination.region(), timeout);
-}
-
-WorkCompletion MultiChannel::write_with_immediate(std::uint32_t peer,
-                                                  std::span<const GatherElement> data,
-                                                  const PeerRemoteMemoryRegion& destination,
-                                                  std::uint32_t immediate, Timeout timeout) {
-  return detail::peer_channel(*this, peer, destination, "MultiChannel::write_with_immediate")
-      .write_with_immediate(data, destination.region(), immediate, timeout);
-}
-
-WorkCompletion MultiChannel::read(std::uint32_t peer, std::span<const ScatterElement> into,
-                                  const PeerRemoteMemoryRegion& source, Timeout timeout) {
-  return detail::peer_channel(*this, peer, source, "MultiChannel::read")
-      .read(into, source.region(), timeout);
-}
-
-WorkCompletion MultiChannel::fetch_add(std::uint32_t peer, const ScatterElement& result,
-                                       const PeerRemoteMemoryRegion& target, std::uint64_t add,
-                                       Timeout timeout) {
-  return detail::peer_channel(*this, peer, target, "MultiChannel::fetch_add")
-      .fetch_add(result, target.region(), add, timeout);
-}
-
-WorkCompletion MultiChannel::compare_swap(std::uint32_t peer, const ScatterElement& result,
-                                          const PeerRemoteMemoryRegion& target,
-                                          std::uint64_t expected, std::uint64_t desired,
-                                          Timeout timeout) {
-  return detail::peer_channel(*this, peer, target, "MultiChannel::compare_swap")
-      .compare_swap(result, target.region(), expected, desired, timeout);
-}
-
-// --- blocking, several peers --------------------------------------------------------------------
-
-namespace {
-
-/// Runs `post` (which posts a batch into the sink), then waits for the whole batch.
-template <typename PostBatch>
-std::vector<WorkCompletion> complete_batch(const MultiChannel& channels, std::string_view operation,
-                                           MultiChannel::Timeout timeout, PostBatch&& post) {
-  detail::check_positive_timeout(timeout, operation, "nothing was posted");
-  detail::ScopeWork work;  // if posting throws midway, its destructor waits for what was posted
-  post([&work](std::uint32_t peer, PendingWork posted) { work.keep(std::move(posted), peer); });
-  return work.complete_all(operation, timeout.value_or(channels.timeouts().operation));
-}
-
-}  // namespace
-
-std::vector<WorkCompletion> MultiChannel::scatter_send(std::span<const PeerSend> sends,
-                                                       Timeout timeout) {
-  constexpr std::string_view kOperation = "MultiChannel::scatter_send";
-  return complete_batch(*this, kOperation, timeout, [&](const detail::BatchSink& sink) {
-    detail::post_batch(*this, sends, {}, kOperation, sink);
-  });
-}
-
-std::vector<WorkCompletion> MultiChannel::gather_receive(std::span<const PeerReceive> receives,
-                                                         Timeout timeout) {
-  constexpr std::string_view kOperation = "MultiChannel::gather_receive";
-  return complete_batch(*this, kOperation, timeout, [&](const detail::BatchSink& sink) {
-    detail::post_batch(*this, receives, kOperation, sink);
-  });
-}
-
-std::vector<WorkCompletion> MultiChannel::scatter_write(std::span<const PeerWrite> writes,
-                                                        Timeout timeout) {
-  constexpr std::string_view kOperation = "MultiChannel::scatter_write";
-  return complete_batch(*this, kOperation, timeout, [&](const detail::BatchSink& sink) {
-    detail::post_batch(*this, writes, {}, kOperation, sink);
-  });
-}
-
-std::vector<WorkCompletion> MultiChannel::gather_read(std::span<const PeerRead> reads,
-                                                      Timeout timeout) {
-  constexpr std::string_view kOperation = "MultiChannel::gather_read";
-  return complete_batch(*this, kOperation, timeout, [&](const detail::BatchSink& sink) {
-    detail::post_batch(*this, reads, {}, kOperation, sink);
-  });
-}
-
-std::vector<WorkCompletion> MultiChannel::multicast_send(std::span<const std::uint32_t> peers,
-                                                         std::span<const GatherElement> data,
-                                                         Timeout timeout) {
-  constexpr std::string_view kOperation = "MultiChannel::multicast_send";
-  return complete_batch(*this, kOperation, timeout, [&](const detail::BatchSink& sink) {
-    detail::post_multicast(*this, peers, data, {}, kOperation, sink);
-  });
-}
-
-// --- unpolled, one peer -------------------------------------------------------------------------
-
-PendingWork MultiChannel::post_send(std::uint32_t peer, std::span<const GatherElement> data,
-                                    PostOptions options) {
-  return detail::peer_channel(*this, peer, "MultiChannel::post_send").post_send(data, options);
-}
-
-PendingWork MultiChannel::post_send_with_immediate(std::uint32_t peer,
-                                                   std::span<const GatherElement> data,
-                                                   std::uint32_t immediate, PostOptions options) {
-  return detail::peer_channel(*this, peer, "MultiChannel::post_send_with_immediate")
-      .post_send_with_immediate(data, immediate, options);
-}
-
-PendingWork MultiChannel::post_receive(std::uint32_t peer, std::span<const ScatterElement> into) {
-  return detail::peer_channel(*this, peer, "MultiChannel::post_receive").post_receive(into);
-}
-
-PendingWork MultiChannel::post_write(std::uint32_t peer, std::span<const GatherElement> data,
-                                     const PeerRemoteMemoryRegion& destination,
-                                     PostOptions options) {
-  return detail::peer_channel(*this, peer, destination, "MultiChannel::post_write")
-      .post_write(data, destination.region(), options);
-}
-
-PendingWork MultiChannel::post_write_with_immediate(std::uint32_t peer,
-                                                    std::span<const GatherElement> data,
-                                                    const PeerRemoteMemoryRegion& destination,
-                                                    std::uint32_t immediate, PostOptions options) {
-  return detail::peer_channel(*this, peer, destination, "MultiChannel::post_write_with_immediate")
-      .post_write_with_immediate(data, destination.region(), immediate, options);
-}
-
-PendingWork MultiChannel::post_read(std::uint32_t peer, std::span<const ScatterElement> into,
-                                    const PeerRemoteMemoryRegion& source,
-                                    SignalingOptions options) {
-  return detail::peer_channel(*this, peer, source, "MultiChannel::post_read")
-      .post_read(into, source.region(), options);
-}
-
-PendingWork MultiChannel::post_fetch_add(std::uint32_t peer, const ScatterElement& result,
-                                         const PeerRemoteMemoryRegion& target, std::uint64_t add,
-                                         SignalingOptions options) {
-  return detail::peer_channel(*this, peer, target, "MultiChannel::post_fetch_add")
-      .post_fetch_add(result, target.region(), add, options);
-}
-
-PendingWork MultiChannel::post_compare_swap(std::uint32_t peer, const ScatterElement& result,
-                                            const PeerRemoteMemoryRegion& target,
-                                            std::uint64_t expected, std::uint64_t desired,
-                                            SignalingOptions options) {
-  return detail::peer_channel(*this, peer, target, "MultiChannel::post_compare_swap")
-      .post_compare_swap(result, target.region(), expected, desired, options);
-}
-
-// --- unpolled, several peers --------------------------------------------------------------------
-
-namespace {
-detail::BatchSink append_to(std::vector<PendingWork>& handles) {
-  return [&handles](std::uint32_t, PendingWork posted) { handles.push_back(std::move(posted)); };
-}
-}  // namespace
-
-std::vector<PendingWork> MultiChannel::post_scatter_send(std::span<const PeerSend> sends,
-                                                         PostOptions options) {
-  std::vector<PendingWork> handles;
-  handles.reserve(sends.size());
-  detail::post_batch(*this, sends, options, "MultiChannel::post_scatter_send", append_to(handles));
-  return handles;
-}
-
-std::vector<PendingWork> MultiChannel::post_gather_receive(std::span<const PeerReceive> receives) {
-  std::vector<PendingWork> handles;
-  handles.reserve(receives.size());
-  detail::post_batch(*this, receives, "MultiChannel::post_gather_receive", append_to(handles));
-  return handles;
-}
-
-std::vector<PendingWork> MultiChannel::post_scatter_write(std::span<const PeerWrite> writes,
-                                                          PostOptions options) {
-  std::vector<PendingWork> handles;
-  handles.reserve(writes.size());
-  detail::post_batch(*this, writes, options, "MultiChannel::post_scatter_write",
-                     append_to(handles));
-  return handles;
-}
-
-std::vector<PendingWork> MultiChannel::post_gather_read(std::span<const PeerRead> reads,
-                                                        SignalingOptions options) {
-  std::vector<PendingWork> handles;
-  handles.reserve(reads.size());
-  detail::post_batch(*this, reads, detail::as_post_options(options),
-                     "MultiChannel::post_gather_read", append_to(handles));
-  return handles;
-}
-
-std::vector<PendingWork> MultiChannel::post_multicast_send(std::span<const std::uint32_t> peers,
-                                                           std::span<const GatherElement> data,
-                                                           PostOptions options) {
-  std::vector<PendingWork> handles;
-  handles.reserve(peers.size());
-  detail::post_multicast(*this, peers, data, options, "MultiChannel::post_multicast_send",
-                         append_to(handles));
-  return handles;
 }
 
 }  // namespace ibv

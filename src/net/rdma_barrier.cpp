@@ -134,7 +134,7 @@ void RdmaBarrier::signal(MultiChannel& channels, std::size_t round, std::uint32_
   outgoing_[peer] = ++sent_[peer];
   const auto destination = peer_slots_.at(peer).element<std::uint64_t>(round * world_size_ + rank_);
   const std::array source{outgoing_mr_.gather(std::span(&outgoing_[peer], 1))};
-  in_flight_[peer].emplace(channels.post_write(peer, source, destination));
+  in_flight_[peer].emplace(channels.post(peer, op::PeerWrite{source, destination}));
   in_flight_peers_.push_back(peer);
 }
 

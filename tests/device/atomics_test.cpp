@@ -131,8 +131,8 @@ TEST_F(Atomics, UnpolledAndScoped) {
 
   words[4] = 0;
   const std::size_t posted = a->scope([&](ChannelScope& s) {
-    for (std::size_t i = 0; i < 8; ++i) s.post_fetch_add(result(i), word(4), 1);
-    s.post_compare_swap(result(8), word(4), 8, 80);
+    for (std::size_t i = 0; i < 8; ++i) s.post(ibv::op::FetchAdd{result(i), word(4), 1});
+    s.post(ibv::op::CompareSwap{result(8), word(4), 8, 80});
     return s.size();
   });
   EXPECT_EQ(posted, 9U);
@@ -202,7 +202,10 @@ TEST_F(Atomics, BadInputIsRejectedBeforePosting) {
       {"is an atomic, which can not be inline"}));
   a->scope([&](ChannelScope& s) {
     EXPECT_TRUE(throws_invalid_argument(
-        [&] { (void)s.post_fetch_add(result(0), whole.sub_region(1, 8), 1); }, {"aligned"}));
+        [&] {
+          (void)s.post(ibv::op::FetchAdd{result(0), whole.sub_region(1, 8), 1});
+        },
+        {"aligned"}));
     EXPECT_EQ(s.size(), 0U);
   });
   // Nothing reached the device, and the channel still works.
@@ -265,32 +268,43 @@ TEST(AtomicsMultiChannel, PeersAddAndSwapOnRankZerosWords) {
   auto result = [&](std::size_t i) { return results_mr.scatter(std::span(results).subspan(i, 1)); };
 
   words[0] = 10;
-  EXPECT_EQ(world[1].fetch_add(0, result(0), zero.element<std::uint64_t>(0), 1).opcode(),
+  EXPECT_EQ(world[1]
+                .execute(0, ibv::op::PeerFetchAdd{result(0), zero.element<std::uint64_t>(0), 1})
+                .opcode(),
             WorkOpcode::fetch_and_add);
-  PendingWork two = world[2].post_fetch_add(0, result(1), zero.element<std::uint64_t>(0), 2);
+  PendingWork two =
+      world[2].post(0, ibv::op::PeerFetchAdd{result(1), zero.element<std::uint64_t>(0), 2});
   EXPECT_TRUE(two.wait().ok());
   EXPECT_EQ(results[0], 10U);
   EXPECT_EQ(results[1], 11U);
   EXPECT_EQ(words[0], 13U);
 
   world[1].scope([&](MultiChannelScope& s) {
-    s.post_compare_swap(0, result(2), zero.element<std::uint64_t>(0), 13, 77);
-    s.post_fetch_add(0, result(3), zero.element<std::uint64_t>(1), 4);
+    s.post(0, ibv::op::PeerCompareSwap{result(2), zero.element<std::uint64_t>(0), 13, 77});
+    s.post(0, ibv::op::PeerFetchAdd{result(3), zero.element<std::uint64_t>(1), 4});
   });
   EXPECT_EQ(results[2], 13U);
   EXPECT_EQ(words[0], 77U);
   EXPECT_EQ(results[3], 0U);
   EXPECT_EQ(words[1], 4U);
-  EXPECT_TRUE(world[2].compare_swap(0, result(4), zero.element<std::uint64_t>(0), 13, 1).ok());
+  EXPECT_TRUE(
+      world[2]
+          .execute(0, ibv::op::PeerCompareSwap{result(4), zero.element<std::uint64_t>(0), 13, 1})
+          .ok());
   EXPECT_EQ(results[4], 77U);  // no match: unchanged
   EXPECT_EQ(words[0], 77U);
 
   // A region of rank 0 used with peer 2's channel from rank 1 is refused before posting.
   EXPECT_TRUE(throws_invalid_argument(
-      [&] { (void)world[1].fetch_add(2, result(5), zero.element<std::uint64_t>(2), 1); },
-      {"MultiChannel::fetch_add"}));
+      [&] {
+        (void)world[1].execute(2,
+                               ibv::op::PeerFetchAdd{result(5), zero.element<std::uint64_t>(2), 1});
+      },
+      {"MultiChannel::execute"}));
   EXPECT_TRUE(throws_invalid_argument(
-      [&] { (void)world[1].post_fetch_add(0, result(5), zero.sub_region(3, 8), 1); },
+      [&] {
+        (void)world[1].post(0, ibv::op::PeerFetchAdd{result(5), zero.sub_region(3, 8), 1});
+      },
       {"not 8-byte aligned"}));
   EXPECT_EQ(words[2], 0U);
   EXPECT_EQ(words[0], 77U);

@@ -639,59 +639,67 @@ TEST_F(BadInputMultiChannel, PeersRanksAndBatchesAreCheckedBeforeAnythingIsPoste
     const std::string why = peer == 0 ? "itself" : "world size";
     cases.push_back(rejects("MultiChannel::channel", "peer", str(peer),
                             [&, peer] { (void)zero.channel(peer); }, {p, why}));
-    cases.push_back(rejects("MultiChannel::send", "peer", str(peer),
-                            [&, peer] { (void)zero.send(peer, data); },
-                            {"MultiChannel::send", p, why, "nothing was posted"}));
-    cases.push_back(rejects("MultiChannel::post_receive", "peer", str(peer),
-                            [&, peer] { (void)zero.post_receive(peer, into); }, {p, why}));
-    cases.push_back(rejects("MultiChannel::write", "peer", str(peer),
-                            [&, peer] { (void)zero.write(peer, data, remote_of[1]); }, {p}));
-    cases.push_back(rejects("MultiChannel::post_read", "peer", str(peer),
-                            [&, peer] { (void)zero.post_read(peer, into, remote_of[1]); }, {p}));
+    cases.push_back(rejects("MultiChannel::execute", "peer", str(peer),
+                            [&, peer] { (void)zero.execute(peer, op::Send{data}); },
+                            {"MultiChannel::execute", p, why, "nothing was posted"}));
+    cases.push_back(rejects("MultiChannel::post", "peer", str(peer),
+                            [&, peer] { (void)zero.post(peer, op::Receive{into}); },
+                            {"MultiChannel::post", p, why, "nothing was posted"}));
+    cases.push_back(rejects("MultiChannel::execute", "peer", str(peer),
+                            [&, peer] {
+                              (void)zero.execute(peer, op::PeerWrite{data, remote_of[1]});
+                            },
+                            {p}));
+    cases.push_back(rejects("MultiChannel::post", "peer", str(peer),
+                            [&, peer] {
+                              (void)zero.post(peer, op::PeerRead{into, remote_of[1]});
+                            },
+                            {p}));
   }
   cases.push_back(rejects(
-      "MultiChannel::scatter_write", "writes[1].destination", "1 byte shorter than the data",
+      "MultiChannel::post_all", "operations[1].destination", "1 byte shorter than the data",
       [&] {
-        const std::array writes{PeerWrite{1, data, remote_of[1]}, PeerWrite{2, data, short_dest}};
-        (void)zero.scatter_write(writes);
+        const std::array writes{op::ToPeer{1U, op::PeerWrite{data, remote_of[1]}},
+                                op::ToPeer{2U, op::PeerWrite{data, short_dest}}};
+        (void)zero.post_all(writes);
       },
-      {"writes[1]", "peer 2", "moves 1024 bytes", "destination", "nothing was posted"}));
-  cases.push_back(rejects(
-      "MultiChannel::post_gather_receive", "receives[1].into", "2 elements (max_recv_sge 1)",
-      [&] {
-        const std::array receives{PeerReceive{1, into}, PeerReceive{2, two_into}};
-        (void)zero.post_gather_receive(receives);
-      },
-      {"receives[1]", "max_recv_sge", "nothing was posted"}));
-  cases.push_back(rejects("MultiChannel::gather_read", "reads[0].source", "1 byte shorter",
+      {"operations[1]", "peer 2", "moves 1024 bytes", "destination", "nothing was posted"}));
+  cases.push_back(rejects("MultiChannel::post_all", "operations[1].into",
+                          "2 elements (max_recv_sge 1)",
                           [&] {
-                            const std::array reads{PeerRead{2, into, short_dest}};
-                            (void)zero.gather_read(reads);
+                            const std::array receives{op::ToPeer{1U, op::Receive{into}},
+                                                      op::ToPeer{2U, op::Receive{two_into}}};
+                            (void)zero.post_all(receives);
                           },
-                          {"reads[0]", "source", "nothing was posted"}));
-  cases.push_back(rejects("MultiChannel::multicast_send", "peers[1]", "listed twice",
+                          {"operations[1]", "max_recv_sge", "nothing was posted"}));
+  cases.push_back(rejects("MultiChannelScope::post_all", "operations[0].source", "1 byte shorter",
                           [&] {
-                            (void)zero.multicast_send(std::array{1U, 1U}, data);
+                            const std::array reads{op::ToPeer{2U, op::PeerRead{into, short_dest}}};
+                            zero.scope([&](MultiChannelScope& scope) { scope.post_all(reads); });
                           },
-                          {"peers[1]", "peer 1", "twice"}));
-  cases.push_back(rejects("MultiChannel::post_multicast_send", "peers[1]", "3 (= world size)",
+                          {"operations[0]", "source", "nothing was posted"}));
+  cases.push_back(rejects("ibv::op::to_each", "peers[1]", "listed twice",
                           [&] {
-                            (void)zero.post_multicast_send(std::array{1U, 3U}, data);
+                            (void)op::to_each(std::array{1U, 1U}, op::Send{data});
                           },
-                          {"peers[1]", "peer 3", "world size is 3"}));
+                          {"to_each", "peer 1", "twice"}));
+  cases.push_back(rejects("MultiChannel::post_all", "operations[1]", "3 (= world size)",
+                          [&] {
+                            (void)zero.post_all(op::to_each(std::array{1U, 3U}, op::Send{data}));
+                          },
+                          {"operations[1]", "peer 3", "world size is 3"}));
   for (const auto t : {0ns, -1ns}) {
-    cases.push_back(rejects("MultiChannel::scatter_send", "timeout", str(t.count()) + " ns",
+    cases.push_back(rejects("MultiChannel::execute", "timeout", str(t.count()) + " ns",
+                            [&, t] { (void)zero.execute(1, op::Send{data}, t); },
+                            {"timeout", "nothing was posted"}));
+    cases.push_back(rejects("MultiChannel::execute", "timeout", str(t.count()) + " ns",
                             [&, t] {
-                              (void)zero.scatter_send(std::array{PeerSend{1, data}}, t);
+                              (void)zero.execute(1, op::PeerWrite{data, remote_of[1]}, t);
                             },
-                            {"scatter_send", "timeout", "nothing was posted"}));
-    cases.push_back(rejects("MultiChannel::gather_receive", "timeout", str(t.count()) + " ns",
-                            [&, t] {
-                              (void)zero.gather_receive(std::array{PeerReceive{1, into}}, t);
-                            },
-                            {"gather_receive", "timeout", "nothing was posted"}));
-    cases.push_back(rejects("MultiChannel::receive", "timeout", str(t.count()) + " ns",
-                            [&, t] { (void)zero.receive(2, into, t); }, {"timeout"}));
+                            {"timeout", "nothing was posted"}));
+    cases.push_back(rejects("MultiChannel::execute", "timeout", str(t.count()) + " ns",
+                            [&, t] { (void)zero.execute(2, ibv::op::Receive{into}, t); },
+                            {"timeout"}));
   }
   run_cases(cases);
 
@@ -701,11 +709,12 @@ TEST_F(BadInputMultiChannel, PeersRanksAndBatchesAreCheckedBeforeAnythingIsPoste
   EXPECT_TRUE(all_zero(buffers[2]));
   for (const std::uint32_t peer : {1U, 2U}) {
     fill_pattern(std::span(buffers[peer]).first(1024), peer);
-    PendingWork received = zero.post_receive(
-        peer, std::array{mrs[0].scatter(std::span(buffers[0]).subspan(6144, 1024))});
+    PendingWork received = zero.post(
+        peer,
+        ibv::op::Receive{std::array{mrs[0].scatter(std::span(buffers[0]).subspan(6144, 1024))}});
     EXPECT_TRUE(nodes[peer]
-                    .send(0, std::array{mrs[peer].gather(
-                                 std::span<const std::byte>(buffers[peer]).first(1024))})
+                    .execute(0, ibv::op::Send{std::array{mrs[peer].gather(
+                                    std::span<const std::byte>(buffers[peer]).first(1024))}})
                     .ok());
     EXPECT_EQ(received.wait().byte_length(), 1024U);
     EXPECT_TRUE(same_bytes(std::span(buffers[peer]).first(1024),

@@ -286,7 +286,7 @@ TEST_F(ChannelScoped, RequestsPostedInARowAreEachWaitedFor) {
   fill_pattern(a_bytes(0, 4096), 9);
   a->scope([&](ChannelScope& s) {
     for (std::size_t i = 0; i < 4; ++i) {
-      s.post_write(gather_a(i * 1024, 1024), remote_b(i * 1024, 1024));
+      s.post(ibv::op::Write{gather_a(i * 1024, 1024), remote_b(i * 1024, 1024)});
     }
     EXPECT_EQ(s.size(), 4U);
   });
@@ -357,11 +357,11 @@ TEST_F(ChannelScoped, SendReceiveWriteAndReadReturnTheBodysValue) {
   fill_pattern(a_bytes(0, 6000), 10);
   fill_pattern(b_bytes(20000, 4000), 11);
   const std::uint32_t received_length = b->scope([&](ChannelScope& sb) {
-    auto& receive = sb.post_receive(scatter_b(0, 8192));
+    auto& receive = sb.post(ibv::op::Receive{scatter_b(0, 8192)});
     const std::size_t posted_by_a = a->scope([&](ChannelScope& sa) {
-      sa.post_send(gather_a(0, 4000));
-      sa.post_write(gather_a(4000, 2000), remote_b(10000, 2000));
-      sa.post_read(scatter_a(30000, 4000), remote_b(20000, 4000));
+      sa.post(ibv::op::Send{gather_a(0, 4000)});
+      sa.post(ibv::op::Write{gather_a(4000, 2000), remote_b(10000, 2000)});
+      sa.post(ibv::op::Read{scatter_a(30000, 4000), remote_b(20000, 4000)});
       return sa.size();
     });
     EXPECT_EQ(posted_by_a, 3U);
@@ -428,7 +428,7 @@ TEST_F(ChannelScoped, PostAllOfMixedOperationsWritesThenSends) {
       op::Write{data[0], remote_b(0, 100)}, op::Write{data[1], remote_b(100, 100)},
       op::Write{data[2], remote_b(200, 100)}, op::Send{data[3], 77U}};
   b->scope([&](ChannelScope& sb) {
-    PendingWork& note = sb.post_receive(scatter_b(1000, 64));
+    PendingWork& note = sb.post(ibv::op::Receive{scatter_b(1000, 64)});
     a->scope([&](ChannelScope& sa) {
       sa.post_all(list);
       EXPECT_EQ(sa.size(), 4U);
@@ -493,8 +493,8 @@ TEST_F(ChannelScoped, PostAllOfReceivesChecksEveryReceiveBeforePostingAny) {
     fill_pattern(a_bytes(0, 32), 56);
     a->scope([&](ChannelScope& sa) {
       b->scope([&](ChannelScope& sb) {
-        sb.post_receive(scatter_b(20000, 32));
-        sa.post_send(gather_a(0, 32));
+        sb.post(ibv::op::Receive{scatter_b(20000, 32)});
+        sa.post(ibv::op::Send{gather_a(0, 32)});
       });
     });
     EXPECT_TRUE(same_bytes(a_bytes(0, 32), b_bytes(20000, 32))) << count;
@@ -537,8 +537,8 @@ TEST_F(ChannelScoped, ReferencesStayValidAsTheScopeGrows) {
     std::vector<PendingWork*> posted;
     std::vector<std::uint64_t> ids;
     for (std::size_t i = 0; i < kCount; ++i) {
-      posted.push_back(&scope.post_write(gather_a(i * 100, 100), remote_b(i * 100, 100),
-                                         {.signaled = i % 2 == 0}));
+      posted.push_back(&scope.post(ibv::op::Write{gather_a(i * 100, 100), remote_b(i * 100, 100)},
+                                   {.signaled = i % 2 == 0}));
       ids.push_back(posted.back()->wr_id());
       EXPECT_EQ(scope.size(), i + 1);
     }
@@ -560,8 +560,8 @@ TEST_F(ChannelScoped, AHandleMovedOutOfTheScopeIsLeftToItsNewOwner) {
   fill_pattern(a_bytes(0, 200), 41);
   std::optional<PendingWork> taken;
   a->scope([&](ChannelScope& scope) {
-    scope.post_write(gather_a(0, 100), remote_b(0, 100));
-    taken.emplace(std::move(scope.post_write(gather_a(100, 100), remote_b(100, 100))));
+    scope.post(ibv::op::Write{gather_a(0, 100), remote_b(0, 100)});
+    taken.emplace(std::move(scope.post(ibv::op::Write{gather_a(100, 100), remote_b(100, 100)})));
   });
   ASSERT_TRUE(taken.has_value());
   EXPECT_TRUE(taken->wait().ok());
@@ -573,7 +573,7 @@ TEST_F(ChannelScoped, AHandleMovedOutOfTheScopeKeepsTheChannelAlive) {
   fill_pattern(a_bytes(0, 4096), 43);
   std::optional<PendingWork> taken;
   a->scope([&](ChannelScope& scope) {
-    taken.emplace(std::move(scope.post_write(gather_a(0, 4096), remote_b(0, 4096))));
+    taken.emplace(std::move(scope.post(ibv::op::Write{gather_a(0, 4096), remote_b(0, 4096)})));
   });
   a.reset();
   ASSERT_TRUE(taken.has_value());
@@ -587,7 +587,7 @@ TEST_F(ChannelScoped, ABodyThatDestroysTheChannelStillHasItsWorkWaitedFor) {
   fill_pattern(a_bytes(0, 8192), 44);
   Channel& channel = *a;
   channel.scope([&](ChannelScope& scope) {
-    scope.post_write(gather_a(0, 8192), remote_b(0, 8192));
+    scope.post(ibv::op::Write{gather_a(0, 8192), remote_b(0, 8192)});
     a.reset();
   });
   EXPECT_TRUE(same_bytes(a_bytes(0, 8192), b_bytes(0, 8192)));
@@ -597,11 +597,11 @@ TEST_F(ChannelScoped, ABodyThatDestroysTheChannelStillHasItsWorkWaitedFor) {
 TEST_F(ChannelScoped, ImmediateFormsLeftToTheScopeAreDoneWhenItReturns) {
   fill_pattern(a_bytes(0, 3000), 12);
   b->scope([&](ChannelScope& sb) {
-    sb.post_receive(scatter_b(0, 2048));
-    sb.post_receive(std::span<const ScatterElement>{});
+    sb.post(ibv::op::Receive{scatter_b(0, 2048)});
+    sb.post(ibv::op::Receive{std::span<const ScatterElement>{}});
     a->scope([&](ChannelScope& sa) {
-      sa.post_send_with_immediate(gather_a(0, 2048), 5);
-      sa.post_write_with_immediate(gather_a(2048, 952), remote_b(4096, 952), 6);
+      sa.post(ibv::op::Send{gather_a(0, 2048), 5});
+      sa.post(ibv::op::Write{gather_a(2048, 952), remote_b(4096, 952), 6});
     });
   });
   EXPECT_TRUE(same_bytes(a_bytes(0, 2048), b_bytes(0, 2048)));
@@ -615,10 +615,10 @@ TEST_F(ChannelScoped, BodyExceptionComesOutUnchangedAfterAllWorkCompleted) {
   bool caught = false;
   try {
     b->scope([&](ChannelScope& sb) {
-      sb.post_receive(scatter_b(0, 16384));
+      sb.post(ibv::op::Receive{scatter_b(0, 16384)});
       a->scope([&](ChannelScope& sa) {
-        sa.post_write(gather_a(16384, 16384), remote_b(32768, 16384));
-        sa.post_send(gather_a(0, 16384));
+        sa.post(ibv::op::Write{gather_a(16384, 16384), remote_b(32768, 16384)});
+        sa.post(ibv::op::Send{gather_a(0, 16384)});
         throw BodyFailure("the body failed after posting");
       });
     });
@@ -646,8 +646,8 @@ TEST_F(ChannelScoped, StdRuntimeErrorFromAValueBodyIsNotWrapped) {
   fill_pattern(b_bytes(8192, 8192), 16);
   try {
     const int value = a->scope([&](ChannelScope& s) -> int {
-      s.post_write(gather_a(0, 8192), remote_b(0, 8192));
-      s.post_read(scatter_a(8192, 8192), remote_b(8192, 8192));
+      s.post(ibv::op::Write{gather_a(0, 8192), remote_b(0, 8192)});
+      s.post(ibv::op::Read{scatter_a(8192, 8192), remote_b(8192, 8192)});
       throw std::runtime_error("plain runtime error");
     });
     ADD_FAILURE() << "the scope returned " << value;
@@ -666,9 +666,9 @@ TEST_F(ChannelScoped, FailedCompletionIsABatchErrorListingIt) {
   std::uint64_t flushed_id = 0;
   try {
     const int value = a->scope([&](ChannelScope& s) {
-      bad_id = s.post_write(gather_a(0, 64), wrong_rkey_b(0, 64)).wr_id();
+      bad_id = s.post(ibv::op::Write{gather_a(0, 64), wrong_rkey_b(0, 64)}).wr_id();
       // Fails too: the first error puts the QP in the error state, which flushes this one.
-      flushed_id = s.post_write(gather_a(64, 64), remote_b(64, 64)).wr_id();
+      flushed_id = s.post(ibv::op::Write{gather_a(64, 64), remote_b(64, 64)}).wr_id();
       return 1;
     });
     ADD_FAILURE() << "the scope returned " << value;
@@ -707,7 +707,8 @@ TEST_F(ChannelScoped, AFailureInsideAPostedListIsReportedAsThatRequestsOwn) {
   try {
     a->scope([&](ChannelScope& s) {
       // A request on its own, then the list right after it.
-      first_id = s.post_write(gather_a(kWrites * 64, 64), remote_b(kWrites * 64, 64)).wr_id();
+      first_id =
+          s.post(ibv::op::Write{gather_a(kWrites * 64, 64), remote_b(kWrites * 64, 64)}).wr_id();
       s.post_all(writes);
       EXPECT_EQ(s.size(), kWrites + 1);
     });
@@ -726,7 +727,7 @@ TEST_F(ChannelScoped, AFailureInsideAPostedListIsReportedAsThatRequestsOwn) {
 TEST_F(ChannelScoped, FailedCompletionAndThrowingBodyIsABatchErrorCarryingTheBodysException) {
   try {
     a->scope([&](ChannelScope& s) {
-      s.post_write(gather_a(0, 64), wrong_rkey_b(0, 64));
+      s.post(ibv::op::Write{gather_a(0, 64), wrong_rkey_b(0, 64)});
       throw BodyFailure("the body gave up");
     });
     ADD_FAILURE() << "the scope returned";
@@ -750,7 +751,7 @@ TEST_F(ChannelScoped, FailedCompletionAndThrowingBodyIsABatchErrorCarryingTheBod
 // A failure the body awaited itself is the body's business: wait() throws WorkError there.
 TEST_F(ChannelScoped, FailureTheBodyAwaitedIsThrownByWait) {
   const auto status = a->scope([&](ChannelScope& s) {
-    auto& write = s.post_write(gather_a(0, 64), wrong_rkey_b(0, 64));
+    auto& write = s.post(ibv::op::Write{gather_a(0, 64), wrong_rkey_b(0, 64)});
     try {
       (void)write.wait();
     } catch (const WorkError& error) {
@@ -931,7 +932,8 @@ TEST_F(ChannelGivingUp, ATimedOutReceiveIsCancelledAndALateMessageNeverLandsInIt
   EXPECT_TRUE(ibv_test::throws_error(
       ErrorKind::state, [&] { (void)b->post_receive(scatter_b(0, 64)); }, {"cancelled"}));
   EXPECT_TRUE(ibv_test::throws_error(
-      ErrorKind::state, [&] { b->scope([&](ChannelScope& s) { s.post_send(gather_b(0, 8)); }); },
+      ErrorKind::state,
+      [&] { b->scope([&](ChannelScope& s) { s.post(ibv::op::Send{gather_b(0, 8)}); }); },
       {"cancelled"}));
 }
 
@@ -957,7 +959,9 @@ TEST_F(ChannelGivingUp, AScopeWhoseReceiveTimesOutCancelsItBeforeItThrows) {
   std::uint64_t receive_id = 0;
   const auto start = Clock::now();
   try {
-    b->scope([&](ChannelScope& s) { receive_id = s.post_receive(scatter_b(0, 1024)).wr_id(); });
+    b->scope([&](ChannelScope& s) {
+      receive_id = s.post(ibv::op::Receive{scatter_b(0, 1024)}).wr_id();
+    });
     ADD_FAILURE() << "the scope returned";
   } catch (const BatchError& error) {
     EXPECT_EQ(error.kind(), ErrorKind::timeout);
@@ -1037,8 +1041,8 @@ TEST_F(ChannelSharedMemoryRegion, BothChannelsUseElementsAndRemoteRegionsOfOneRe
   // Both channels in scopes at once on the same region.
   fill_pattern(quarter(0), 26);
   b->scope([&](ChannelScope& sb) {
-    sb.post_write(gather(0), remote(1));
-    a->scope([&](ChannelScope& sa) { sa.post_write(gather(0), remote(3)); });
+    sb.post(ibv::op::Write{gather(0), remote(1)});
+    a->scope([&](ChannelScope& sa) { sa.post(ibv::op::Write{gather(0), remote(3)}); });
   });
   EXPECT_TRUE(same_bytes(quarter(0), quarter(1)));
   EXPECT_TRUE(same_bytes(quarter(0), quarter(3)));
@@ -1174,7 +1178,7 @@ TEST_F(ChannelUnsignaled, ManyUnsignaledRequestsNeverOverflowTheSendQueue) {
   fill_pattern(a_bytes(0, kCount * 64), 23);
   a->scope([&](ChannelScope& scope) {
     for (std::size_t i = 0; i < kCount; ++i) {
-      scope.post_write(gather_a(i * 64, 64), remote_b(i * 64, 64), {.signaled = false});
+      scope.post(ibv::op::Write{gather_a(i * 64, 64), remote_b(i * 64, 64)}, {.signaled = false});
     }
   });
   EXPECT_TRUE(std::ranges::equal(a_bytes(0, kCount * 64), b_bytes(0, kCount * 64)));
@@ -1270,9 +1274,9 @@ using ChannelManualScope = ChannelTest;
 TEST_F(ChannelManualScope, ClosesQuietlyWhenEverythingWasWaitedFor) {
   fill_pattern(a_bytes(0, 128), 25);
   ManualScope scope = b->manual_scope();
-  PendingWork& receive = scope.post_receive(scatter_b(0, 128));
+  PendingWork& receive = scope.post(ibv::op::Receive{scatter_b(0, 128)});
   ManualScope sender = a->manual_scope();
-  EXPECT_TRUE(sender.post_send(gather_a(0, 128)).wait().ok());
+  EXPECT_TRUE(sender.post(ibv::op::Send{gather_a(0, 128)}).wait().ok());
   EXPECT_EQ(receive.wait().byte_length(), 128U);
   EXPECT_NO_THROW(scope.close());
   EXPECT_NO_THROW(sender.close());
@@ -1282,7 +1286,7 @@ TEST_F(ChannelManualScope, ClosesQuietlyWhenEverythingWasWaitedFor) {
 TEST_F(ChannelManualScope, AHandleMovedOutIsNotLeftUnpolled) {
   fill_pattern(a_bytes(0, 128), 27);
   ManualScope scope = a->manual_scope();
-  PendingWork taken = std::move(scope.post_write(gather_a(0, 128), remote_b(0, 128)));
+  PendingWork taken = std::move(scope.post(ibv::op::Write{gather_a(0, 128), remote_b(0, 128)}));
   EXPECT_NO_THROW(scope.close());
   EXPECT_TRUE(taken.wait().ok());
   EXPECT_TRUE(std::ranges::equal(a_bytes(0, 128), b_bytes(0, 128)));
@@ -1291,7 +1295,7 @@ TEST_F(ChannelManualScope, AHandleMovedOutIsNotLeftUnpolled) {
 TEST_F(ChannelManualScope, CloseNamesTheRequestsLeftUnpolledAfterWaitingForThem) {
   fill_pattern(a_bytes(0, 128), 26);
   ManualScope scope = a->manual_scope();
-  const PendingWork& forgotten = scope.post_write(gather_a(0, 128), remote_b(0, 128));
+  const PendingWork& forgotten = scope.post(ibv::op::Write{gather_a(0, 128), remote_b(0, 128)});
   const std::uint64_t id = forgotten.wr_id();
   EXPECT_TRUE(ibv_test::throws_error(ErrorKind::state, [&] { scope.close(); },
                                      {"left unpolled", std::to_string(id)}));
@@ -1304,7 +1308,7 @@ TEST_F(ChannelManualScope, DestroyedWithUnpolledWorkWaitsAndReportsABug) {
   testing::internal::CaptureStderr();
   {
     ManualScope scope = a->manual_scope();
-    scope.post_write(gather_a(0, 128), remote_b(0, 128));
+    scope.post(ibv::op::Write{gather_a(0, 128), remote_b(0, 128)});
   }
   const std::string log = testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("BUG"), std::string::npos) << log;

@@ -126,8 +126,9 @@ class CoroTest : public ::testing::Test, protected ChannelPairMemory {
   Task<> pinger(int count, int& pongs) {
     for (int i = 0; i < count; ++i) {
       fill_pattern(a_bytes(0, kMessage), static_cast<unsigned>(i));
-      auto pong = async_receive(*a, scatter_a(kMessage, kMessage));  // posted before the ping
-      const WorkCompletion sent = co_await async_send(*a, gather_a(0, kMessage));
+      auto pong = ibv::async(
+          *a, ibv::op::Receive{scatter_a(kMessage, kMessage)});  // posted before the ping
+      const WorkCompletion sent = co_await ibv::async(*a, ibv::op::Send{gather_a(0, kMessage)});
       EXPECT_EQ(sent.opcode(), WorkOpcode::send);
       const WorkCompletion got = co_await pong;
       EXPECT_EQ(got.byte_length(), kMessage);
@@ -144,10 +145,10 @@ class CoroTest : public ::testing::Test, protected ChannelPairMemory {
   /// Receives each ping into b's slot 0 and sends it back inverted from b's slot 1.
   Task<> ponger(int count) {
     for (int i = 0; i < count; ++i) {
-      const WorkCompletion got = co_await async_receive(*b, scatter_b(0, kMessage));
+      const WorkCompletion got = co_await ibv::async(*b, ibv::op::Receive{scatter_b(0, kMessage)});
       EXPECT_EQ(got.byte_length(), kMessage);
       for (std::size_t k = 0; k < kMessage; ++k) buffer_b[kMessage + k] = ~buffer_b[k];
-      co_await async_send(*b, gather_b(kMessage, kMessage));
+      co_await ibv::async(*b, ibv::op::Send{gather_b(kMessage, kMessage)});
     }
   }
 };
@@ -176,7 +177,8 @@ TEST_F(CoroTest, ManyOperationsFromSeveralTasksOnOneLoop) {
     std::vector<AsyncWork> writes;
     for (std::size_t piece = 0; piece < 4; ++piece) {
       const std::size_t offset = base + piece * kPiece;
-      writes.push_back(async_write(*a, gather_a(offset, kPiece), remote_b(offset, kPiece)));
+      writes.push_back(
+          ibv::async(*a, ibv::op::Write{gather_a(offset, kPiece), remote_b(offset, kPiece)}));
     }
     for (std::size_t i = writes.size(); i > 0; --i) {  // the last posted first
       AsyncWork& write = writes[i - 1];
@@ -186,17 +188,19 @@ TEST_F(CoroTest, ManyOperationsFromSeveralTasksOnOneLoop) {
     std::vector<AsyncWork> reads;
     for (std::size_t piece = 0; piece < 4; ++piece) {
       const std::size_t offset = base + piece * kPiece;
-      reads.push_back(async_read(*a, scatter_a(kHalf + offset, kPiece), remote_b(offset, kPiece)));
+      reads.push_back(ibv::async(
+          *a, ibv::op::Read{scatter_a(kHalf + offset, kPiece), remote_b(offset, kPiece)}));
     }
     for (auto& read : reads) EXPECT_EQ((co_await read).byte_length(), kPiece);
     EXPECT_TRUE(same_bytes(a_bytes(base, kArea), b_bytes(base, kArea)));
     EXPECT_TRUE(same_bytes(a_bytes(base, kArea), a_bytes(kHalf + base, kArea)));
-    co_await async_send_with_immediate(*a, {}, static_cast<std::uint32_t>(index));
+    co_await ibv::async(*a, ibv::op::Send{{}, static_cast<std::uint32_t>(index)});
     ++finished;
   };
   auto receiver = [&]() -> Task<> {
     std::vector<AsyncWork> receives;
-    for (std::size_t i = 0; i < kTasks; ++i) receives.push_back(async_receive(*b, {}));
+    for (std::size_t i = 0; i < kTasks; ++i)
+      receives.push_back(ibv::async(*b, ibv::op::Receive{{}}));
     for (auto& receive : receives) {
       const WorkCompletion got = co_await receive;
       EXPECT_TRUE(got.immediate().has_value());
@@ -219,11 +223,10 @@ TEST_F(CoroTest, AFailedOperationIsAWorkErrorInTheTask) {
     const auto good = remote_b(0, 64);
     const RemoteMemoryRegion wrong(good.address(), good.length(), good.rkey() ^ 0x5a5a00U);
     try {
-      co_await async_write(*a, gather_a(0, 64), wrong);
+      co_await ibv::async(*a, ibv::op::Write{gather_a(0, 64), wrong});
     } catch (const WorkError& error) {
       status = error.status();
-      EXPECT_NE(std::string(error.what()).find("ibv::async_write"), std::string::npos)
-          << error.what();
+      EXPECT_NE(std::string(error.what()).find("ibv::async"), std::string::npos) << error.what();
     }
   };
   EventLoop loop;
@@ -247,9 +250,9 @@ TEST_F(CoroTest, WhatThePostsFirstLookMissesIsAwaitedLikeAnyRequest) {
   auto task = [&]() -> Task<> {
     unsignaled.emplace(
         a->post(op::Write{gather_a(0, kSmall), remote_b(0, kSmall)}, {.signaled = false}));
-    AsyncWork big = async_write(*a, gather_a(kSmall, kBig), remote_b(kSmall, kBig));
-    AsyncWork small =
-        async_write(*a, gather_a(kSmall + kBig, kSmall), remote_b(kSmall + kBig, kSmall));
+    AsyncWork big = ibv::async(*a, ibv::op::Write{gather_a(kSmall, kBig), remote_b(kSmall, kBig)});
+    AsyncWork small = ibv::async(
+        *a, ibv::op::Write{gather_a(kSmall + kBig, kSmall), remote_b(kSmall + kBig, kSmall)});
     EXPECT_EQ((co_await small).opcode(), WorkOpcode::rdma_write);  // the later one first
     EXPECT_EQ((co_await big).opcode(), WorkOpcode::rdma_write);
     EXPECT_EQ(big.work().wr_id() + 1, small.work().wr_id());
@@ -270,13 +273,13 @@ TEST_F(CoroTest, BadInputThrowsBeforeAnythingIsPosted) {
   std::optional<ErrorKind> kind;
   auto task = [&]() -> Task<> {
     try {
-      co_await async_send(*a, gather_a(0, 8), 0ns);
+      co_await ibv::async(*a, ibv::op::Send{gather_a(0, 8)}, 0ns);
     } catch (const Error& error) {
       kind = error.kind();
     }
     // Nothing was posted: a's first request is still the one b receives.
-    auto received = async_receive(*b, scatter_b(0, 8));
-    co_await async_send(*a, gather_a(0, 8));
+    auto received = ibv::async(*b, ibv::op::Receive{scatter_b(0, 8)});
+    co_await ibv::async(*a, ibv::op::Send{gather_a(0, 8)});
     co_await received;
   };
   EventLoop loop;
@@ -291,7 +294,7 @@ TEST_F(CoroTest, AReceiveThatTimesOutThrowsInItsTaskWhileOthersGoOn) {
   bool timed_out_task_done = false;
   auto waits = [&]() -> Task<> {
     try {
-      co_await async_receive(*b, scatter_b(0, 64), 100ms);
+      co_await ibv::async(*b, ibv::op::Receive{scatter_b(0, 64)}, 100ms);
     } catch (const Error& error) {
       kind = error.kind();
     }
@@ -301,7 +304,7 @@ TEST_F(CoroTest, AReceiveThatTimesOutThrowsInItsTaskWhileOthersGoOn) {
     // Round trips of RDMA writes while the receive waits: the loop does not stall on it.
     while (!timed_out_task_done) {
       try {
-        co_await async_write(*a, gather_a(0, 64), remote_b(1024, 64));
+        co_await ibv::async(*a, ibv::op::Write{gather_a(0, 64), remote_b(1024, 64)});
         ++other_passes;
       } catch (const WorkError&) {
         // A write in flight when the receive timed out meets b's queue pair in the error
@@ -330,7 +333,7 @@ TEST_F(CoroTest, ATaskDestroyedWhileItAwaitsAReceiveSettlesTheRequest) {
   {
     EventLoop loop;
     auto waits = [&]() -> Task<> {
-      co_await async_receive(*b, scatter_b(0, 64));
+      co_await ibv::async(*b, ibv::op::Receive{scatter_b(0, 64)});
       resumed = true;
     };
     loop.spawn(waits());
@@ -354,22 +357,23 @@ TEST_F(CoroTest, MultiChannelPeerForms) {
   const PeerRemoteMemoryRegion b_region(1, remote_b(0, kSize));
   auto rank0 = [&]() -> Task<> {
     fill_pattern(a_bytes(0, 512), 21);
-    co_await async_write(world[0], 1, gather_a(0, 512),
-                         PeerRemoteMemoryRegion(1, remote_b(0, 512)));
-    co_await async_send_with_immediate(world[0], 1, {}, 77);
+    co_await ibv::async(
+        world[0], 1,
+        ibv::op::PeerWrite{gather_a(0, 512), PeerRemoteMemoryRegion(1, remote_b(0, 512))});
+    co_await ibv::async(world[0], 1, ibv::op::Send{{}, 77});
   };
   auto rank1 = [&]() -> Task<> {
-    const WorkCompletion got = co_await async_receive(world[1], 0, {});
+    const WorkCompletion got = co_await ibv::async(world[1], 0, ibv::op::Receive{{}});
     EXPECT_EQ(got.immediate(), std::optional<std::uint32_t>(77));
     EXPECT_TRUE(same_bytes(a_bytes(0, 512), b_bytes(0, 512)));
     // A region tagged with another peer than the one addressed is rejected before posting, in
     // the call's name.
     bool rejected = false;
     try {
-      co_await async_read(world[1], 0, scatter_b(1024, 16), b_region);
+      co_await ibv::async(world[1], 0, ibv::op::PeerRead{scatter_b(1024, 16), b_region});
     } catch (const Error& error) {
       rejected = error.kind() == ErrorKind::invalid_argument &&
-                 std::string(error.what()).find("ibv::async_read") != std::string::npos;
+                 std::string(error.what()).find("ibv::async") != std::string::npos;
       EXPECT_TRUE(rejected) << error.what();
     }
     EXPECT_TRUE(rejected);
@@ -385,7 +389,7 @@ TEST_F(CoroTest, ASleepingLoopWaitsForAMessageWithoutSpinning) {
   fill_pattern(a_bytes(0, 128), 5);
   std::optional<std::uint32_t> length;
   auto receives = [&]() -> Task<> {
-    length = (co_await async_receive(*b, scatter_b(0, 128), 10s)).byte_length();
+    length = (co_await ibv::async(*b, ibv::op::Receive{scatter_b(0, 128)}, 10s)).byte_length();
   };
   EventLoop loop(WaitMode::block());
   loop.spawn(receives());
@@ -412,7 +416,7 @@ TEST_F(CoroTest, ASleepingLoopWakesUpForATimeout) {
   std::optional<ErrorKind> kind;
   auto waits = [&]() -> Task<> {
     try {
-      co_await async_receive(*b, scatter_b(0, 64), 200ms);
+      co_await ibv::async(*b, ibv::op::Receive{scatter_b(0, 64)}, 200ms);
     } catch (const Error& error) {
       kind = error.kind();
     }
@@ -429,7 +433,7 @@ TEST_F(CoroTest, ASleepingLoopRefusesAChannelWithoutACompletionChannel) {
   auto sends = [&]() -> Task<> {
     auto received = b->post_receive(scatter_b(0, 8));
     try {
-      co_await async_send(*a, gather_a(0, 8));
+      co_await ibv::async(*a, ibv::op::Send{gather_a(0, 8)});
     } catch (const Error& error) {
       kind = error.kind();
     }
@@ -482,7 +486,7 @@ TEST_F(CoroTest, DrivenFromTheCallersOwnPollLoop) {
   std::optional<ErrorKind> kind;
   auto waits = [&]() -> Task<> {
     try {
-      co_await async_receive(*b, scatter_b(0, 64), 300ms);
+      co_await ibv::async(*b, ibv::op::Receive{scatter_b(0, 64)}, 300ms);
     } catch (const Error& error) {
       kind = error.kind();
     }

@@ -117,9 +117,9 @@ TEST_F(AutoInline, NeverOptsOutAndAlwaysOptsIn) {
   EXPECT_EQ(a->inline_posts(), 0U);
   EXPECT_TRUE(same_bytes(std::span(buffer_a).first(32), std::span(buffer_b).first(32)));
   a->scope([&](ChannelScope& s) {
-    s.post_write(gather_a(32), mr_b.remote().sub_region(64, 32),
-                 {.inline_data = InlinePolicy::always});
-    s.post_write(gather_a(32), mr_b.remote().sub_region(128, 32));  // automatic
+    s.post(ibv::op::Write{gather_a(32), mr_b.remote().sub_region(64, 32)},
+           {.inline_data = InlinePolicy::always});
+    s.post(ibv::op::Write{gather_a(32), mr_b.remote().sub_region(128, 32)});  // automatic
   });
   EXPECT_EQ(a->inline_posts(), 2U);
   EXPECT_TRUE(same_bytes(std::span(buffer_a).first(32), std::span(buffer_b).subspan(64, 32)));

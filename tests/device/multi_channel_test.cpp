@@ -46,7 +46,7 @@ class MultiChannelTest : public ::testing::Test {
     for (std::uint32_t rank = 0; rank < kPeers; ++rank) {
       prepared.push_back(MultiChannelBuilder(pd, rank, kPeers)
                              .queue_pair(settings)
-                             .timeouts({.operation = 5s, .drop = 5s})
+                             .timeouts({.operation = operation_timeout, .drop = 5s})
                              .build());
     }
     // remote[r][p]: what peer p made for rank r, gathered before any handshake consumes p
@@ -73,6 +73,7 @@ class MultiChannelTest : public ::testing::Test {
     return std::span(buffers[rank]).subspan(index * size, size);
   }
 
+  Duration operation_timeout = 5s;  // the default of every blocking call and scope
   Context context = open_test_device();
   ProtectionDomain pd{context};
   std::vector<MultiChannel> nodes;
@@ -143,19 +144,19 @@ TEST_F(MultiChannelTest, BlockingSendReceiveWriteReadWithEachPeer) {
   for (const std::uint32_t peer : {1U, 2U}) {
     // send / receive
     const std::array into{mrs[peer].scatter(chunk(peer, 0))};
-    PendingWork receive = nodes[peer].post_receive(0, into);
+    PendingWork receive = nodes[peer].post(0, ibv::op::Receive{into});
     const std::array from{mrs[0].gather(chunk(0, peer))};
-    const WorkCompletion sent = nodes[0].send(peer, from);
+    const WorkCompletion sent = nodes[0].execute(peer, ibv::op::Send{from});
     EXPECT_EQ(sent.opcode(), WorkOpcode::send);
     EXPECT_EQ(receive.wait().byte_length(), 1024U);
     EXPECT_TRUE(same_bytes(chunk(0, peer), chunk(peer, 0)));
     EXPECT_EQ(nodes[0].peer_of(sent), peer);
 
     // write into the peer's chunk 2, read it back into rank 0's chunk 5 + peer
-    nodes[0].write(peer, from, remote_of[peer].sub_region(kChunk * 2, 1024));
+    nodes[0].execute(peer, ibv::op::PeerWrite{from, remote_of[peer].sub_region(kChunk * 2, 1024)});
     EXPECT_TRUE(same_bytes(chunk(0, peer), chunk(peer, 2)));
     const std::array back{mrs[0].scatter(chunk(0, 5 + peer))};
-    nodes[0].read(peer, back, remote_of[peer].sub_region(kChunk * 2, 1024));
+    nodes[0].execute(peer, ibv::op::PeerRead{back, remote_of[peer].sub_region(kChunk * 2, 1024)});
     EXPECT_TRUE(same_bytes(chunk(0, peer), chunk(0, 5 + peer)));
   }
 }
@@ -182,10 +183,10 @@ TEST_F(MultiChannelTest, BlockingCallsTakeInlineOptionsAsTheChannelsDo) {
 
 TEST_F(MultiChannelTest, ImmediatesArriveFromTheRightPeer) {
   const std::array<ScatterElement, 0> nothing{};
-  PendingWork from_zero = nodes[2].post_receive(0, nothing);
-  PendingWork from_one = nodes[2].post_receive(1, nothing);
-  nodes[1].send_with_immediate(2, {}, 0x1111);
-  nodes[0].write_with_immediate(2, {}, remote_of[2].sub_region(0, 0), 0x2222);
+  PendingWork from_zero = nodes[2].post(0, ibv::op::Receive{nothing});
+  PendingWork from_one = nodes[2].post(1, ibv::op::Receive{nothing});
+  nodes[1].execute(2, ibv::op::Send{{}, 0x1111});
+  nodes[0].execute(2, ibv::op::PeerWrite{{}, remote_of[2].sub_region(0, 0), 0x2222});
   EXPECT_EQ(from_one.wait().immediate(), 0x1111U);
   EXPECT_EQ(from_zero.wait().immediate(), 0x2222U);
 }
@@ -193,16 +194,16 @@ TEST_F(MultiChannelTest, ImmediatesArriveFromTheRightPeer) {
 TEST_F(MultiChannelTest, UnpolledSinglePeerPosts) {
   fill_pattern(buffers[1], 3);
   const std::array into{mrs[0].scatter(chunk(0, 0))};
-  PendingWork receive = nodes[0].post_receive(1, into);
+  PendingWork receive = nodes[0].post(1, ibv::op::Receive{into});
   const std::array from{mrs[1].gather(chunk(1, 0))};
-  PendingWork send = nodes[1].post_send(0, from);
-  PendingWork immediate_receive = nodes[0].post_receive(1, {});
-  PendingWork immediate = nodes[1].post_send_with_immediate(0, {}, 42);
-  PendingWork write = nodes[1].post_write(0, std::array{mrs[1].gather(chunk(1, 1))},
-                                          remote_of[0].sub_region(1024, 1024));
-  PendingWork write_immediate_receive = nodes[0].post_receive(1, {});
+  PendingWork send = nodes[1].post(0, ibv::op::Send{from});
+  PendingWork immediate_receive = nodes[0].post(1, ibv::op::Receive{{}});
+  PendingWork immediate = nodes[1].post(0, ibv::op::Send{{}, 42});
+  PendingWork write = nodes[1].post(0, ibv::op::PeerWrite{std::array{mrs[1].gather(chunk(1, 1))},
+                                                          remote_of[0].sub_region(1024, 1024)});
+  PendingWork write_immediate_receive = nodes[0].post(1, ibv::op::Receive{{}});
   PendingWork write_immediate =
-      nodes[1].post_write_with_immediate(0, {}, remote_of[0].sub_region(0, 0), 43);
+      nodes[1].post(0, ibv::op::PeerWrite{{}, remote_of[0].sub_region(0, 0), 43});
   EXPECT_TRUE(send.wait().ok());
   EXPECT_TRUE(receive.wait().ok());
   EXPECT_TRUE(immediate.wait().ok());
@@ -210,8 +211,8 @@ TEST_F(MultiChannelTest, UnpolledSinglePeerPosts) {
   EXPECT_TRUE(write.wait().ok());
   EXPECT_TRUE(write_immediate.wait().ok());
   EXPECT_EQ(write_immediate_receive.wait().immediate(), 43U);
-  PendingWork read = nodes[1].post_read(0, std::array{mrs[1].scatter(chunk(1, 9))},
-                                        remote_of[0].sub_region(1024, 1024));
+  PendingWork read = nodes[1].post(0, ibv::op::PeerRead{std::array{mrs[1].scatter(chunk(1, 9))},
+                                                        remote_of[0].sub_region(1024, 1024)});
   EXPECT_TRUE(read.wait().ok());
   EXPECT_TRUE(same_bytes(chunk(1, 0), chunk(0, 0)));
   EXPECT_TRUE(same_bytes(chunk(1, 1), chunk(0, 1)));
@@ -224,15 +225,15 @@ TEST_F(MultiChannelTest, ScatterSendAndGatherReceive) {
   // rank 0 scatters chunk 1 to rank 1 and chunk 2 to rank 2
   const std::array into_1{mrs[1].scatter(chunk(1, 0))};
   const std::array into_2{mrs[2].scatter(chunk(2, 8))};
-  PendingWork at_1 = nodes[1].post_receive(0, into_1);
-  PendingWork at_2 = nodes[2].post_receive(0, into_2);
+  PendingWork at_1 = nodes[1].post(0, ibv::op::Receive{into_1});
+  PendingWork at_2 = nodes[2].post(0, ibv::op::Receive{into_2});
   const std::array from_1{mrs[0].gather(chunk(0, 1))};
   const std::array from_2{mrs[0].gather(chunk(0, 2))};
-  const std::array sends{PeerSend{1, from_1}, PeerSend{2, from_2}};
-  const auto sent = nodes[0].scatter_send(sends);
+  const std::array sends{op::ToPeer{1U, op::Send{from_1}}, op::ToPeer{2U, op::Send{from_2}}};
+  std::vector<PendingWork> sent = nodes[0].post_all(sends);
   ASSERT_EQ(sent.size(), 2U);
-  EXPECT_EQ(nodes[0].peer_of(sent[0]), 1U);
-  EXPECT_EQ(nodes[0].peer_of(sent[1]), 2U);
+  EXPECT_EQ(nodes[0].peer_of(sent[0].wait()), 1U);
+  EXPECT_EQ(nodes[0].peer_of(sent[1].wait()), 2U);
   at_1.wait();
   at_2.wait();
   EXPECT_TRUE(same_bytes(chunk(0, 1), chunk(1, 0)));
@@ -241,26 +242,27 @@ TEST_F(MultiChannelTest, ScatterSendAndGatherReceive) {
   // rank 1 gathers a message from rank 0 and one from rank 2 into two chunks
   const std::array g0{mrs[1].scatter(chunk(1, 4))};
   const std::array g2{mrs[1].scatter(chunk(1, 5, 512))};
-  const std::array receives{PeerReceive{0, g0}, PeerReceive{2, g2}};
-  auto posted = nodes[1].post_gather_receive(receives);
-  nodes[2].send(1, std::array{mrs[2].gather(chunk(2, 3, 512))});
-  nodes[0].send(1, std::array{mrs[0].gather(chunk(0, 3))});
+  const std::array receives{op::ToPeer{0U, op::Receive{g0}}, op::ToPeer{2U, op::Receive{g2}}};
+  auto posted = nodes[1].post_all(receives);
+  nodes[2].execute(1, ibv::op::Send{std::array{mrs[2].gather(chunk(2, 3, 512))}});
+  nodes[0].execute(1, ibv::op::Send{std::array{mrs[0].gather(chunk(0, 3))}});
   ASSERT_EQ(posted.size(), 2U);
   EXPECT_EQ(posted[0].wait().byte_length(), 1024U);
   EXPECT_EQ(posted[1].wait().byte_length(), 512U);
   EXPECT_TRUE(same_bytes(chunk(0, 3), chunk(1, 4)));
   EXPECT_TRUE(same_bytes(chunk(2, 3, 512), chunk(1, 5, 512)));
 
-  // and the blocking gather_receive
+  // and in a scope, which waits for all of them
   std::vector<PendingWork> senders;
   const std::array h0{mrs[1].scatter(chunk(1, 10))};
   const std::array h2{mrs[1].scatter(chunk(1, 11))};
-  senders.push_back(nodes[0].post_send(1, std::array{mrs[0].gather(chunk(0, 6))}));
-  senders.push_back(nodes[2].post_send(1, std::array{mrs[2].gather(chunk(2, 6))}));
-  const auto received = nodes[1].gather_receive(std::array{PeerReceive{0, h0}, PeerReceive{2, h2}});
-  ASSERT_EQ(received.size(), 2U);
-  EXPECT_EQ(nodes[1].peer_of(received[0]), 0U);
-  EXPECT_EQ(nodes[1].peer_of(received[1]), 2U);
+  senders.push_back(nodes[0].post(1, ibv::op::Send{std::array{mrs[0].gather(chunk(0, 6))}}));
+  senders.push_back(nodes[2].post(1, ibv::op::Send{std::array{mrs[2].gather(chunk(2, 6))}}));
+  const std::size_t kept = nodes[1].scope([&](MultiChannelScope& scope) {
+    scope.post_all(std::array{op::ToPeer{0U, op::Receive{h0}}, op::ToPeer{2U, op::Receive{h2}}});
+    return scope.size();
+  });
+  EXPECT_EQ(kept, 2U);
   for (auto& sender : senders) sender.wait();
   EXPECT_TRUE(same_bytes(chunk(0, 6), chunk(1, 10)));
   EXPECT_TRUE(same_bytes(chunk(2, 6), chunk(1, 11)));
@@ -272,30 +274,33 @@ TEST_F(MultiChannelTest, ScatterWriteAndGatherRead) {
   fill_pattern(buffers[2], 11);
   const std::array a{mrs[0].gather(chunk(0, 1))};
   const std::array b{mrs[0].gather(chunk(0, 2))};
-  const std::array writes{PeerWrite{1, a, remote_of[1].sub_region(kChunk * 7, 1024)},
-                          PeerWrite{2, b, remote_of[2].sub_region(kChunk * 9, 1024)}};
-  EXPECT_EQ(nodes[0].scatter_write(writes).size(), 2U);
+  const std::array writes{
+      op::ToPeer{1U, op::PeerWrite{a, remote_of[1].sub_region(kChunk * 7, 1024)}},
+      op::ToPeer{2U, op::PeerWrite{b, remote_of[2].sub_region(kChunk * 9, 1024)}}};
+  nodes[0].scope([&](MultiChannelScope& scope) { scope.post_all(writes); });
   EXPECT_TRUE(same_bytes(chunk(0, 1), chunk(1, 7)));
   EXPECT_TRUE(same_bytes(chunk(0, 2), chunk(2, 9)));
 
   const std::array r1{mrs[0].scatter(chunk(0, 12))};
   const std::array r2{mrs[0].scatter(chunk(0, 13))};
-  const std::array reads{PeerRead{1, r1, remote_of[1].sub_region(kChunk * 3, 1024)},
-                         PeerRead{2, r2, remote_of[2].sub_region(kChunk * 4, 1024)}};
-  auto handles = nodes[0].post_gather_read(reads);
+  const std::array reads{
+      op::ToPeer{1U, op::PeerRead{r1, remote_of[1].sub_region(kChunk * 3, 1024)}},
+      op::ToPeer{2U, op::PeerRead{r2, remote_of[2].sub_region(kChunk * 4, 1024)}}};
+  auto handles = nodes[0].post_all(reads);
   for (auto& handle : handles) EXPECT_TRUE(handle.wait().ok());
   EXPECT_TRUE(same_bytes(chunk(1, 3), chunk(0, 12)));
   EXPECT_TRUE(same_bytes(chunk(2, 4), chunk(0, 13)));
 
   fill_pattern(chunk(0, 14), 12);
-  auto write_handles = nodes[0].post_scatter_write(
-      std::array{PeerWrite{2, std::array{mrs[0].gather(chunk(0, 14))}, remote_of[2]}});
+  auto write_handles = nodes[0].post_all(std::array{
+      op::ToPeer{2U, op::PeerWrite{std::array{mrs[0].gather(chunk(0, 14))}, remote_of[2]}}});
   write_handles.at(0).wait();
   EXPECT_TRUE(same_bytes(chunk(0, 14), chunk(2, 0)));
   const std::array r3{mrs[0].scatter(chunk(0, 15))};
-  EXPECT_EQ(
-      nodes[0].gather_read(std::array{PeerRead{1, r3, remote_of[1].sub_region(0, 1024)}}).size(),
-      1U);
+  std::vector<PendingWork> read = nodes[0].post_all(
+      std::array{op::ToPeer{1U, op::PeerRead{r3, remote_of[1].sub_region(0, 1024)}}});
+  ASSERT_EQ(read.size(), 1U);
+  EXPECT_TRUE(read[0].wait().ok());
   EXPECT_TRUE(same_bytes(chunk(1, 0), chunk(0, 15)));
 }
 
@@ -303,29 +308,32 @@ TEST_F(MultiChannelTest, MulticastSendsOneBufferToEveryListedPeer) {
   fill_pattern(chunk(2, 0), 13);
   const std::array at_0{mrs[0].scatter(chunk(0, 3))};
   const std::array at_1{mrs[1].scatter(chunk(1, 4))};
-  PendingWork r0 = nodes[0].post_receive(2, at_0);
-  PendingWork r1 = nodes[1].post_receive(2, at_1);
+  PendingWork r0 = nodes[0].post(2, ibv::op::Receive{at_0});
+  PendingWork r1 = nodes[1].post(2, ibv::op::Receive{at_1});
   const std::array from{mrs[2].gather(chunk(2, 0))};
   const std::array peers{0U, 1U};
-  EXPECT_EQ(nodes[2].multicast_send(peers, from).size(), 2U);
+  nodes[2].scope(
+      [&](MultiChannelScope& scope) { scope.post_all(op::to_each(peers, op::Send{from})); });
   r0.wait();
   r1.wait();
   EXPECT_TRUE(same_bytes(chunk(2, 0), chunk(0, 3)));
   EXPECT_TRUE(same_bytes(chunk(2, 0), chunk(1, 4)));
 
-  PendingWork again = nodes[1].post_receive(2, at_1);
-  auto handles = nodes[2].post_multicast_send(std::array{1U}, from);
+  PendingWork again = nodes[1].post(2, ibv::op::Receive{at_1});
+  auto handles = nodes[2].post_all(op::to_each(std::array{1U}, op::Send{from}));
   handles.at(0).wait();
   again.wait();
 
-  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
-                           [&] {
-                             (void)nodes[2].multicast_send(std::array{1U, 0U, 1U}, from);
-                           },
-                           {"peers[2]", "peer 1", "twice", "nothing was posted"}));
-  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
-                           [&] { (void)nodes[2].multicast_send(std::array{2U}, from); },
-                           {"peers[0]", "itself"}));
+  EXPECT_TRUE(
+      throws_error(ErrorKind::invalid_argument,
+                   [&] {
+                     (void)nodes[2].post_all(op::to_each(std::array{1U, 0U, 1U}, op::Send{from}));
+                   },
+                   {"to_each", "peer 1", "twice"}));
+  EXPECT_TRUE(
+      throws_error(ErrorKind::invalid_argument,
+                   [&] { (void)nodes[2].post_all(op::to_each(std::array{2U}, op::Send{from})); },
+                   {"operations[0]", "itself", "nothing was posted"}));
 }
 
 TEST_F(MultiChannelTest, ARegionOfAnotherPeerIsRejectedAndNothingIsWritten) {
@@ -334,27 +342,33 @@ TEST_F(MultiChannelTest, ARegionOfAnotherPeerIsRejectedAndNothingIsWritten) {
   // rank 2's region, used with peer 1: both buffers are on this one device, so without the tag
   // this write would succeed and land in rank 2's buffer.
   EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
-                           [&] { nodes[0].write(1, from, remote_of[2]); },
-                           {"MultiChannel::write", "peer 2", "not to peer 1"}));
-  EXPECT_TRUE(throws_error(
-      ErrorKind::invalid_argument,
-      [&] { (void)nodes[0].post_read(1, std::array{mrs[0].scatter(chunk(0, 1))}, remote_of[2]); },
-      {"post_read", "peer 2"}));
-  // a batch whose second element is wrong posts nothing, not even its first element
-  const std::array writes{PeerWrite{1, from, remote_of[1]}, PeerWrite{2, from, remote_of[1]}};
+                           [&] {
+                             nodes[0].execute(1, ibv::op::PeerWrite{from, remote_of[2]});
+                           },
+                           {"MultiChannel::execute", "peer 2", "not to peer 1"}));
   EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
-                           [&] { (void)nodes[0].scatter_write(writes); },
-                           {"writes[1]", "peer 1", "not to peer 2", "nothing was posted"}));
+                           [&] {
+                             (void)nodes[0].post(
+                                 1, ibv::op::PeerRead{std::array{mrs[0].scatter(chunk(0, 1))},
+                                                      remote_of[2]});
+                           },
+                           {"MultiChannel::post", "peer 2"}));
+  // a batch whose second element is wrong posts nothing, not even its first element
+  const std::array writes{op::ToPeer{1U, op::PeerWrite{from, remote_of[1]}},
+                          op::ToPeer{2U, op::PeerWrite{from, remote_of[1]}}};
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument, [&] { (void)nodes[0].post_all(writes); },
+                           {"MultiChannel::post_all", "operations[1]", "peer 1", "not to peer 2",
+                            "nothing was posted"}));
   EXPECT_TRUE(throws_error(
       ErrorKind::invalid_argument,
-      [&] { nodes[0].scope([&](MultiChannelScope& scope) { scope.post_scatter_write(writes); }); },
-      {"writes[1]"}));
-  EXPECT_TRUE(
-      throws_error(ErrorKind::invalid_argument,
-                   [&] {
-                     (void)nodes[0].scatter_send(std::array{PeerSend{1, from}, PeerSend{5, from}});
-                   },
-                   {"sends[1]", "peer 5", "world size is 3"}));
+      [&] { nodes[0].scope([&](MultiChannelScope& scope) { scope.post_all(writes); }); },
+      {"MultiChannelScope::post_all", "operations[1]"}));
+  EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
+                           [&] {
+                             (void)nodes[0].post_all(std::array{op::ToPeer{1U, op::Send{from}},
+                                                                op::ToPeer{5U, op::Send{from}}});
+                           },
+                           {"operations[1]", "peer 5", "world size is 3"}));
   EXPECT_TRUE(all_zero(buffers[1]));
   EXPECT_TRUE(all_zero(buffers[2]));
 }
@@ -422,13 +436,13 @@ TEST_F(MultiChannelTest, ScopeWaitsForWorkOnEveryPeer) {
   const std::array at_2{mrs[2].scatter(chunk(2, 0))};
   const std::array from{mrs[1].gather(chunk(1, 0))};
   nodes[0].scope([&](MultiChannelScope& receivers) {
-    receivers.post_receive(1, at_0);
+    receivers.post(1, ibv::op::Receive{at_0});
     nodes[2].scope([&](MultiChannelScope& other) {
-      other.post_gather_receive(std::array{PeerReceive{1, at_2}});
+      other.post_all(std::array{op::ToPeer{1U, op::Receive{at_2}}});
       nodes[1].scope([&](MultiChannelScope& sender) {
-        sender.post_multicast_send(std::array{0U, 2U}, from);
-        sender.post_write(0, from, remote_of[0].sub_region(4096, 1024));
-        sender.post_scatter_send({});
+        sender.post_all(op::to_each(std::array{0U, 2U}, op::Send{from}));
+        sender.post(0, op::PeerWrite{from, remote_of[0].sub_region(4096, 1024)});
+        sender.post_all(std::vector<op::ToPeer<op::Send>>{});
         EXPECT_EQ(sender.size(), 3U);
       });
     });
@@ -466,8 +480,8 @@ TEST_F(MultiChannelTest, AFailureInAScopeNamesItsPeer) {
                                    remote_of[2].region().rkey() ^ 0x5a5a5a5aU);
   try {
     nodes[0].scope([&](MultiChannelScope& scope) {
-      scope.post_write(1, from, remote_of[1].sub_region(0, 1024));
-      scope.post_write(2, from, PeerRemoteMemoryRegion(2, bad_key));
+      scope.post(1, ibv::op::PeerWrite{from, remote_of[1].sub_region(0, 1024)});
+      scope.post(2, ibv::op::PeerWrite{from, PeerRemoteMemoryRegion(2, bad_key)});
     });
     FAIL() << "a write with a wrong rkey succeeded";
   } catch (const BatchError& error) {
@@ -484,13 +498,13 @@ TEST_F(MultiChannelTest, ABatchFailureNamesItsPeerAfterTheRestCompleted) {
   const std::array from{mrs[0].gather(chunk(0, 0))};
   const RemoteMemoryRegion bad_key(remote_of[1].region().address(), 1024,
                                    remote_of[1].region().rkey() ^ 0x1234U);
-  const std::array writes{PeerWrite{1, from, PeerRemoteMemoryRegion(1, bad_key)},
-                          PeerWrite{2, from, remote_of[2].sub_region(0, 1024)}};
+  const std::array writes{op::ToPeer{1U, op::PeerWrite{from, PeerRemoteMemoryRegion(1, bad_key)}},
+                          op::ToPeer{2U, op::PeerWrite{from, remote_of[2].sub_region(0, 1024)}}};
   try {
-    (void)nodes[0].scatter_write(writes);
+    nodes[0].scope([&](MultiChannelScope& scope) { scope.post_all(writes); });
     FAIL() << "a write with a wrong rkey succeeded";
   } catch (const BatchError& error) {
-    EXPECT_THAT(error.what(), ::testing::HasSubstr("MultiChannel::scatter_write"));
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("MultiChannel::scope"));
     EXPECT_THAT(error.what(), ::testing::HasSubstr("peer 1: "));
     ASSERT_EQ(error.failed_completions().size(), 1U);
   }
@@ -500,21 +514,29 @@ TEST_F(MultiChannelTest, ABatchFailureNamesItsPeerAfterTheRestCompleted) {
 TEST_F(MultiChannelTest, ManualScopeComplainsAboutUnpolledWorkNamingThePeer) {
   const std::array at_1{mrs[1].scatter(chunk(1, 0))};
   const std::array from{mrs[0].gather(chunk(0, 0))};
-  PendingWork receive = nodes[1].post_receive(0, at_1);
+  PendingWork receive = nodes[1].post(0, ibv::op::Receive{at_1});
   MultiManualScope scope = nodes[0].manual_scope();
-  PendingWork& polled = scope.post_write(2, from, remote_of[2].sub_region(0, 1024));
-  scope.post_send(1, from);
+  PendingWork& polled = scope.post(2, ibv::op::PeerWrite{from, remote_of[2].sub_region(0, 1024)});
+  scope.post(1, ibv::op::Send{from});
   EXPECT_TRUE(polled.wait().ok());
   EXPECT_TRUE(throws_error(ErrorKind::state, [&] { scope.close(); },
                            {"MultiManualScope::close", "peer 1: wr_id"}));
   EXPECT_TRUE(receive.wait().ok());
 }
 
-TEST_F(MultiChannelTest, TimedOutBatchIsABatchErrorNamingThePeer) {
+/// MultiChannelTest whose requests time out after 200 ms.
+class MultiChannelShortTimeoutTest : public MultiChannelTest {
+ protected:
+  MultiChannelShortTimeoutTest() { operation_timeout = 200ms; }
+};
+
+TEST_F(MultiChannelShortTimeoutTest, TimedOutScopeIsABatchErrorNamingThePeer) {
   std::ranges::fill(chunk(0, 0), std::byte{0xC5});  // a canary
   const std::array at{mrs[0].scatter(chunk(0, 0))};
   try {
-    (void)nodes[0].gather_receive(std::array{PeerReceive{2, at}}, 200ms);
+    nodes[0].scope([&](MultiChannelScope& scope) {
+      scope.post_all(std::array{op::ToPeer{2U, op::Receive{at}}});
+    });
     FAIL() << "a receive completed with no sender";
   } catch (const BatchError& error) {
     EXPECT_EQ(error.kind(), ErrorKind::timeout);
@@ -525,7 +547,7 @@ TEST_F(MultiChannelTest, TimedOutBatchIsABatchErrorNamingThePeer) {
   // to rank 2 refuses further work, naming the timeout, and the channels to the other peers
   // are untouched.
   {
-    PendingWork late = nodes[2].post_send(0, std::array{mrs[2].gather(chunk(2, 0))});
+    PendingWork late = nodes[2].post(0, ibv::op::Send{std::array{mrs[2].gather(chunk(2, 0))}});
     try {
       (void)late.wait_for(1s);
     } catch (const WorkError&) {
@@ -534,10 +556,11 @@ TEST_F(MultiChannelTest, TimedOutBatchIsABatchErrorNamingThePeer) {
   }
   EXPECT_TRUE(std::ranges::all_of(chunk(0, 0), [](std::byte b) { return b == std::byte{0xC5}; }));
   const std::array next{mrs[0].scatter(chunk(0, 1))};
-  EXPECT_TRUE(ibv_test::throws_error(
-      ErrorKind::state, [&] { (void)nodes[0].post_receive(2, next); }, {"cancelled", "200 ms"}));
-  PendingWork receive = nodes[0].post_receive(1, next);
-  nodes[1].send(0, std::array{mrs[1].gather(chunk(1, 1))});
+  EXPECT_TRUE(ibv_test::throws_error(ErrorKind::state,
+                                     [&] { (void)nodes[0].post(2, ibv::op::Receive{next}); },
+                                     {"cancelled", "200 ms"}));
+  PendingWork receive = nodes[0].post(1, ibv::op::Receive{next});
+  nodes[1].execute(0, ibv::op::Send{std::array{mrs[1].gather(chunk(1, 1))}});
   EXPECT_TRUE(receive.wait().ok());
 }
 

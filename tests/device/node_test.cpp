@@ -153,15 +153,18 @@ TEST_P(NodeOverEachBootstrap, NeighboursWriteAndSendWithExchangedRegions) {
 
         const std::array first_half{out_mr.gather(std::span(outbox).first(kHalf))};
         const std::array second_half{out_mr.gather(std::span(outbox).last(kHalf))};
-        EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
-                                 [&] { node.write(right, first_half, inboxes[left]); },
-                                 {"belongs to peer " + std::to_string(left)}));
+        EXPECT_TRUE(
+            throws_error(ErrorKind::invalid_argument,
+                         [&] {
+                           node.execute(right, ibv::op::PeerWrite{first_half, inboxes[left]});
+                         },
+                         {"belongs to peer " + std::to_string(left)}));
 
-        PendingWork receive =
-            node.post_receive(right, std::array{in_mr.scatter(std::span(inbox).last(kHalf))});
+        PendingWork receive = node.post(
+            right, ibv::op::Receive{std::array{in_mr.scatter(std::span(inbox).last(kHalf))}});
         node.barrier();  // every receive is posted before anyone sends
-        node.send(left, second_half);
-        node.write(right, first_half, inboxes[right].sub_region(0, kHalf));
+        node.execute(left, ibv::op::Send{second_half});
+        node.execute(right, ibv::op::PeerWrite{first_half, inboxes[right].sub_region(0, kHalf)});
         EXPECT_EQ(receive.wait().byte_length(), kHalf);
         node.barrier();  // every write has completed, so every inbox is whole
 

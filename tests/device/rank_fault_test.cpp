@@ -185,9 +185,10 @@ void run_new_world(const net::NetworkConfig& config, std::uint32_t rank) {
   for (std::size_t i = 0; i < kBytes; ++i) outbox[i] = pattern_byte(rank, i);
   const MemoryRegion out_mr = pd.register_local(outbox);
   const MemoryRegion in_mr = pd.register_local(inbox);
-  PendingWork receive = node.post_receive(peer, std::array{in_mr.scatter(std::span(inbox))});
+  PendingWork receive =
+      node.post(peer, ibv::op::Receive{std::array{in_mr.scatter(std::span(inbox))}});
   node.barrier();  // both receives are posted before either rank sends
-  node.send(peer, std::array{out_mr.gather(std::span(outbox))});
+  node.execute(peer, ibv::op::Send{std::array{out_mr.gather(std::span(outbox))}});
   if (receive.wait().byte_length() != kBytes) throw std::runtime_error("short receive");
   for (std::size_t i = 0; i < kBytes; ++i) {
     if (inbox[i] != pattern_byte(peer, i)) {

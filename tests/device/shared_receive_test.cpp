@@ -269,7 +269,8 @@ TEST_F(SharedReceiveTest, MultiChannelTakesMessagesFromEveryPeerThroughOnePool) 
     for (std::uint32_t peer = 1; peer < kWorld; ++peer) {
       auto bytes = message_bytes(peer, m, kSize);
       const MemoryRegion mr = pd.register_local(bytes);
-      world[peer].send(0, std::array{mr.gather(std::span<const std::byte>(bytes))});
+      world[peer].execute(0,
+                          ibv::op::Send{std::array{mr.gather(std::span<const std::byte>(bytes))}});
     }
   }
   std::vector<unsigned> next(kWorld, 0);
@@ -295,8 +296,8 @@ TEST_F(SharedReceiveTest, MultiChannelTakesMessagesFromEveryPeerThroughOnePool) 
   std::vector<std::byte> in(64);
   const MemoryRegion out_mr = pd.register_local(out);
   const MemoryRegion in_mr = pd.register_local(in);
-  auto receive = world[2].post_receive(0, std::array{in_mr.scatter(std::span(in))});
-  world[0].send(2, std::array{out_mr.gather(std::span<const std::byte>(out))});
+  auto receive = world[2].post(0, ibv::op::Receive{std::array{in_mr.scatter(std::span(in))}});
+  world[0].execute(2, ibv::op::Send{std::array{out_mr.gather(std::span<const std::byte>(out))}});
   EXPECT_TRUE(receive.wait().ok());
   EXPECT_TRUE(same_bytes(out, in));
 }
@@ -408,9 +409,10 @@ TEST_F(SharedReceiveTest, BadInputIsRejectedClearly) {
                            {"shared receive queue"}));
   EXPECT_TRUE(throws_error(ErrorKind::state, [&] { receiver.queue_pair().post_receive(3, into); },
                            {"shared receive queue"}));
-  EXPECT_TRUE(throws_error(ErrorKind::state,
-                           [&] { receiver.scope([&](ChannelScope& s) { s.post_receive(into); }); },
-                           {"shared receive queue"}));
+  EXPECT_TRUE(throws_error(
+      ErrorKind::state,
+      [&] { receiver.scope([&](ChannelScope& s) { s.post(ibv::op::Receive{into}); }); },
+      {"shared receive queue"}));
   // Shared calls on a channel without a shared queue.
   EXPECT_TRUE(throws_error(ErrorKind::state, [&] { sender.receive_shared(1s); },
                            {"no shared receive queue"}));

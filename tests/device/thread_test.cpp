@@ -163,8 +163,8 @@ void stream_between(const Side& one, const Side& other, unsigned seed, int round
     from.channel.scope([&](ChannelScope& scope) {
       for (std::size_t piece = 0; piece < kPieces; ++piece) {
         const std::size_t offset = 3 * kMessage + piece * kPiece;
-        scope.post_write(from.gather(offset, kPiece), to.remote(offset, kPiece),
-                         PostOptions{.signaled = piece + 1 == kPieces});
+        scope.post(ibv::op::Write{from.gather(offset, kPiece), to.remote(offset, kPiece)},
+                   PostOptions{.signaled = piece + 1 == kPieces});
       }
     });
     failures.check(same_bytes(from.area(3 * kMessage, kMessage), to.area(3 * kMessage, kMessage)),

@@ -301,8 +301,9 @@ TEST_P(WaitModeTest, ManyRequestsScopesAndAFullSendQueue) {
   });
   EXPECT_NO_THROW(a.scope([&](ChannelScope& scope) {
     for (int i = 0; i < kMessages; ++i) {
-      (void)scope.post_send(std::array{mr.gather(std::span<const std::byte>(out()).first(4))},
-                            {.signaled = false});
+      (void)scope.post(
+          ibv::op::Send{std::array{mr.gather(std::span<const std::byte>(out()).first(4))}},
+          {.signaled = false});
     }
   }));
   receiver.join();
@@ -446,7 +447,8 @@ TEST(SharedReceiveWait, ABlockedReceiveFromAnyPeerSleepsUntilOneSends) {
   const auto started = Clock::now();
   std::jthread late([&] {
     std::this_thread::sleep_for(kLateBy);  // deliberate: the receive below must wait this long
-    EXPECT_NO_THROW(world[2].send(0, std::array{mr.gather(std::span<const std::byte>(message))}));
+    EXPECT_NO_THROW(world[2].execute(
+        0, ibv::op::Send{std::array{mr.gather(std::span<const std::byte>(message))}}));
   });
   std::optional<PeerMessage> received;
   EXPECT_NO_THROW(received.emplace(world[0].receive_message_any(5s)));
@@ -484,16 +486,19 @@ TEST(MultiChannelWait, PeersShareOneFdAndABlockedGatherUsesLittleCpu) {
     senders.emplace_back([&, rank] {
       std::this_thread::sleep_for(kLateBy);  // deliberate: the gather below must wait this long
       bytes[32 + rank] = std::byte{static_cast<unsigned char>(rank)};
-      EXPECT_NO_THROW(world[rank].send(
-          0, std::array{mr.gather(std::span<const std::byte>(bytes).subspan(32 + rank, 1))}));
+      EXPECT_NO_THROW(world[rank].execute(
+          0, ibv::op::Send{
+                 std::array{mr.gather(std::span<const std::byte>(bytes).subspan(32 + rank, 1))}}));
     });
   }
   const std::array into_1{mr.scatter(std::span(bytes).subspan(1, 1))};
   const std::array into_2{mr.scatter(std::span(bytes).subspan(2, 1))};
-  const std::array receives{PeerReceive{.peer = 1, .into = into_1},
-                            PeerReceive{.peer = 2, .into = into_2}};
+  const std::array receives{op::ToPeer{1U, op::Receive{into_1}},
+                            op::ToPeer{2U, op::Receive{into_2}}};
   std::vector<WorkCompletion> completions;
-  EXPECT_NO_THROW(completions = root.gather_receive(receives));
+  EXPECT_NO_THROW({
+    for (PendingWork& receive : root.post_all(receives)) completions.push_back(receive.wait());
+  });
   const auto waited = Clock::now() - started;
   const auto cpu = thread_cpu_time() - cpu_before;
   for (auto& sender : senders) sender.join();
@@ -514,8 +519,9 @@ TEST(MultiChannelWait, OneEpollFdCoversEveryPeer) {
   ASSERT_GE(epoll.fd, 0);
   epoll_event interest{.events = EPOLLIN, .data = {.u64 = 0}};
   ASSERT_EQ(::epoll_ctl(epoll.fd, EPOLL_CTL_ADD, root.completion_fd(), &interest), 0);
-  std::array works{root.post_receive(1, std::array{mr.scatter(std::span(bytes).subspan(1, 1))}),
-                   root.post_receive(2, std::array{mr.scatter(std::span(bytes).subspan(2, 1))})};
+  std::array works{
+      root.post(1, ibv::op::Receive{std::array{mr.scatter(std::span(bytes).subspan(1, 1))}}),
+      root.post(2, ibv::op::Receive{std::array{mr.scatter(std::span(bytes).subspan(2, 1))}})};
   // One peer sends each time the test allows it, the second peer first: each message must wake
   // the one fd by itself.
   constexpr std::array kSenders{2U, 1U};
@@ -523,8 +529,9 @@ TEST(MultiChannelWait, OneEpollFdCoversEveryPeer) {
   const std::jthread sender([&](const std::stop_token& stop) {
     for (const std::uint32_t rank : kSenders) {
       if (!steps.next(stop)) return;
-      EXPECT_NO_THROW(world[rank].send(
-          0, std::array{mr.gather(std::span<const std::byte>(bytes).subspan(40, 1))}));
+      EXPECT_NO_THROW(world[rank].execute(
+          0,
+          ibv::op::Send{std::array{mr.gather(std::span<const std::byte>(bytes).subspan(40, 1))}}));
     }
   });
   for (const std::uint32_t rank : kSenders) {

@@ -106,22 +106,24 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
     std::vector<PendingWork> receives;
     receives.reserve(peers.size());
     for (const std::uint32_t peer : peers)
-      receives.push_back(node.post_receive(peer, in_at(0, peer)));
+      receives.push_back(node.post(peer, ibv::op::Receive{in_at(0, peer)}));
     node.barrier();
-    for (const std::uint32_t peer : peers) node.send(peer, out_for(0, peer));
+    for (const std::uint32_t peer : peers) node.execute(peer, ibv::op::Send{out_for(0, peer)});
     for (auto& receive : receives) EXPECT_EQ(receive.wait().byte_length(), kChunk);
     check(0);
   }
   // 1: blocking RDMA write into every peer's inbox, then read back what each peer wrote
   {
-    for (const std::uint32_t peer : peers) node.write(peer, out_for(1, peer), their_inbox(1, peer));
+    for (const std::uint32_t peer : peers)
+      node.execute(peer, ibv::op::PeerWrite{out_for(1, peer), their_inbox(1, peer)});
     node.barrier();
     check(1);
     std::vector<std::byte> read_back(kChunk);
     const MemoryRegion read_mr = me.pd.register_local(read_back);
     for (const std::uint32_t peer : peers) {
-      node.read(peer, std::array{read_mr.scatter(std::span(read_back))},
-                outboxes[peer].sub_region((1 * world + rank) * kChunk, kChunk));
+      node.execute(
+          peer, ibv::op::PeerRead{std::array{read_mr.scatter(std::span(read_back))},
+                                  outboxes[peer].sub_region((1 * world + rank) * kChunk, kChunk)});
       EXPECT_TRUE(same_bytes(expected(peer, rank, 1), read_back)) << "read from rank " << peer;
     }
   }
@@ -129,13 +131,15 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
   {
     std::vector<PendingWork> receives;
     receives.reserve(2 * peers.size());
-    for (const std::uint32_t peer : peers) receives.push_back(node.post_receive(peer, {}));
-    for (const std::uint32_t peer : peers) receives.push_back(node.post_receive(peer, {}));
+    for (const std::uint32_t peer : peers)
+      receives.push_back(node.post(peer, ibv::op::Receive{{}}));
+    for (const std::uint32_t peer : peers)
+      receives.push_back(node.post(peer, ibv::op::Receive{{}}));
     node.barrier();
     for (const std::uint32_t peer : peers) {
-      node.send_with_immediate(peer, {}, rank * 1000 + peer);
-      PendingWork write = node.post_write_with_immediate(peer, out_for(2, peer),
-                                                         their_inbox(2, peer), rank * 1000 + 500);
+      node.execute(peer, ibv::op::Send{{}, rank * 1000 + peer});
+      PendingWork write = node.post(
+          peer, ibv::op::PeerWrite{out_for(2, peer), their_inbox(2, peer), rank * 1000 + 500});
       EXPECT_TRUE(write.wait().ok());
     }
     for (std::size_t i = 0; i < receives.size(); ++i) {
@@ -150,9 +154,11 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
   {
     std::vector<PendingWork> work;
     work.reserve(2 * peers.size());
-    for (const std::uint32_t peer : peers) work.push_back(node.post_receive(peer, in_at(3, peer)));
+    for (const std::uint32_t peer : peers)
+      work.push_back(node.post(peer, ibv::op::Receive{in_at(3, peer)}));
     node.barrier();
-    for (const std::uint32_t peer : peers) work.push_back(node.post_send(peer, out_for(3, peer)));
+    for (const std::uint32_t peer : peers)
+      work.push_back(node.post(peer, ibv::op::Send{out_for(3, peer)}));
     for (auto& pending : work) EXPECT_TRUE(pending.wait().ok());
     check(3);
     std::vector<std::byte> read_back(world * kChunk);
@@ -160,9 +166,9 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
     std::vector<PendingWork> reads;
     reads.reserve(peers.size());
     for (const std::uint32_t peer : peers) {
-      reads.push_back(
-          node.post_read(peer, std::array{read_mr.scatter(chunk(read_back, peer))},
-                         outboxes[peer].sub_region((3 * world + rank) * kChunk, kChunk)));
+      reads.push_back(node.post(
+          peer, ibv::op::PeerRead{std::array{read_mr.scatter(chunk(read_back, peer))},
+                                  outboxes[peer].sub_region((3 * world + rank) * kChunk, kChunk)}));
     }
     for (auto& read : reads) EXPECT_TRUE(read.wait().ok());
     for (const std::uint32_t peer : peers) {
@@ -177,15 +183,18 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
       into.push_back(in_at(4, peer));
       from.push_back(out_for(4, peer));
     }
-    std::vector<PeerReceive> receives;
-    std::vector<PeerSend> sends;
+    std::vector<op::ToPeer<op::Receive>> receives;
+    std::vector<op::ToPeer<op::Send>> sends;
     for (std::size_t i = 0; i < peers.size(); ++i) {
-      receives.push_back({peers[i], into[i]});
-      sends.push_back({peers[i], from[i]});
+      receives.push_back({peers[i], op::Receive{into[i]}});
+      sends.push_back({peers[i], op::Send{from[i]}});
     }
-    auto posted = node.post_gather_receive(receives);
+    auto posted = node.post_all(receives);
     node.barrier();
-    EXPECT_EQ(node.scatter_send(sends).size(), peers.size());
+    node.scope([&](MultiChannelScope& scope) {
+      scope.post_all(sends);
+      EXPECT_EQ(scope.size(), peers.size());
+    });
     for (auto& receive : posted) EXPECT_TRUE(receive.wait().ok());
     check(4);
   }
@@ -194,11 +203,11 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
     std::vector<std::array<GatherElement, 1>> from;
     from.reserve(peers.size());
     for (const std::uint32_t peer : peers) from.push_back(out_for(5, peer));
-    std::vector<PeerWrite> writes;
+    std::vector<op::ToPeer<op::PeerWrite>> writes;
     for (std::size_t i = 0; i < peers.size(); ++i) {
-      writes.push_back({peers[i], from[i], their_inbox(5, peers[i])});
+      writes.push_back({peers[i], op::PeerWrite{from[i], their_inbox(5, peers[i])}});
     }
-    EXPECT_EQ(node.scatter_write(writes).size(), peers.size());
+    node.scope([&](MultiChannelScope& scope) { scope.post_all(writes); });
     node.barrier();
     check(5);
     std::vector<std::byte> read_back(world * kChunk);
@@ -207,12 +216,14 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
     into.reserve(peers.size());
     for (const std::uint32_t peer : peers)
       into.push_back({read_mr.scatter(chunk(read_back, peer))});
-    std::vector<PeerRead> reads;
+    std::vector<op::ToPeer<op::PeerRead>> reads;
     for (std::size_t i = 0; i < peers.size(); ++i) {
-      reads.push_back(
-          {peers[i], into[i], outboxes[peers[i]].sub_region((5 * world + rank) * kChunk, kChunk)});
+      reads.push_back({peers[i], op::PeerRead{into[i], outboxes[peers[i]].sub_region(
+                                                           (5 * world + rank) * kChunk, kChunk)}});
     }
-    EXPECT_EQ(node.gather_read(reads).size(), peers.size());
+    std::vector<PendingWork> handles = node.post_all(reads);
+    ASSERT_EQ(handles.size(), peers.size());
+    for (auto& handle : handles) EXPECT_TRUE(handle.wait().ok());
     for (const std::uint32_t peer : peers) {
       EXPECT_TRUE(same_bytes(expected(peer, rank, 5), chunk(read_back, peer)));
     }
@@ -221,9 +232,9 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
   {
     for (std::uint32_t root = 0; root < world; ++root) {
       node.scope([&](MultiChannelScope& scope) {
-        if (rank != root) scope.post_receive(root, in_at(6, root));
+        if (rank != root) scope.post(root, ibv::op::Receive{in_at(6, root)});
         node.barrier();
-        if (rank == root) scope.post_multicast_send(peers, out_for(6, rank));
+        if (rank == root) scope.post_all(op::to_each(peers, op::Send{out_for(6, rank)}));
       });
       if (rank != root) {
         EXPECT_TRUE(same_bytes(expected(root, root, 6), chunk(inbox, 6 * world + root)));
@@ -235,9 +246,12 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
     const std::uint32_t right = peers.front() == rank ? peers.back() : peers.front();
     const std::uint32_t other = peers.back();
     if (right != other) {
-      EXPECT_TRUE(throws_error(ErrorKind::invalid_argument,
-                               [&] { node.write(right, out_for(7, right), their_inbox(7, other)); },
-                               {"belongs to peer " + std::to_string(other)}));
+      EXPECT_TRUE(throws_error(
+          ErrorKind::invalid_argument,
+          [&] {
+            node.execute(right, ibv::op::PeerWrite{out_for(7, right), their_inbox(7, other)});
+          },
+          {"belongs to peer " + std::to_string(other)}));
     }
     node.barrier();
     for (const std::uint32_t peer : peers) EXPECT_TRUE(all_zero(chunk(inbox, 7 * world + peer)));
@@ -265,7 +279,8 @@ void checked_barriers(Rank& me, const std::vector<std::uint32_t>& group, Barrier
   for (std::size_t i = 0; i < rounds; ++i) {
     mine[0] = i + 1;
     if (successor != rank) {
-      node.write(successor, source, others[successor].element<std::uint64_t>(rank));
+      node.execute(successor,
+                   ibv::op::PeerWrite{source, others[successor].element<std::uint64_t>(rank)});
     }
     if (all_ranks) {
       node.barrier({.algorithm = algorithm});

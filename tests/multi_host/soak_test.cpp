@@ -124,16 +124,17 @@ TEST(MultiHostSoak, RingOfWritesWithImmediateAndSendsWithBarriersBetweenRounds) 
     std::copy(write_bytes.begin(), write_bytes.end(), outbox.begin());
     std::copy(send_bytes.begin(), send_bytes.end(), outbox.begin() + kMaxPayload);
 
-    PendingWork write_arrival = node.post_receive(predecessor, {});
+    PendingWork write_arrival = node.post(predecessor, ibv::op::Receive{{}});
     const std::array send_into{in_mr.scatter(std::span(inbox).subspan(kMaxPayload, size))};
-    PendingWork send_arrival = node.post_receive(predecessor, send_into);
+    PendingWork send_arrival = node.post(predecessor, ibv::op::Receive{send_into});
 
     // Rank 0 calls the end: the write lands before its barrier completes, so every rank reads it
     // after the barrier below.
     if (rank == 0 && round + 1 >= kMinimumRounds && Clock::now() >= deadline) {
       stop_word[0] = round;
       const std::array stop{stop_mr.gather(std::as_bytes(std::span(stop_word)))};
-      for (const std::uint32_t peer : node.peers()) node.write(peer, stop, controls[peer]);
+      for (const std::uint32_t peer : node.peers())
+        node.execute(peer, ibv::op::PeerWrite{stop, controls[peer]});
       control[0] = round;
     }
     // Every receive above is posted before anyone sends, and every check of the last round is
@@ -142,9 +143,10 @@ TEST(MultiHostSoak, RingOfWritesWithImmediateAndSendsWithBarriersBetweenRounds) 
 
     const std::array write_from{out_mr.gather(std::span(outbox).first(size))};
     const std::array send_from{out_mr.gather(std::span(outbox).subspan(kMaxPayload, size))};
-    PendingWork write = node.post_write_with_immediate(
-        successor, write_from, inboxes[successor].sub_region(0, size), immediate_of(rank, round));
-    PendingWork send = node.post_send(successor, send_from);
+    PendingWork write =
+        node.post(successor, ibv::op::PeerWrite{write_from, inboxes[successor].sub_region(0, size),
+                                                immediate_of(rank, round)});
+    PendingWork send = node.post(successor, ibv::op::Send{send_from});
     ASSERT_TRUE(write.wait().ok()) << "round " << round;
     ASSERT_TRUE(send.wait().ok()) << "round " << round;
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "ibv/channel/element_list.hpp"
 #include "ibv/channel/operation.hpp"
 #include "ibv/coro/async_multi_channel.hpp"
+#include "ibv/error.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/multi_channel/peer_operation.hpp"
 
@@ -223,6 +225,90 @@ TEST(PeerOperation, PostsThePlainRegionOfItsTag) {
   EXPECT_EQ(swap.native().wr.atomic.remote_addr, kRemote.address());
   EXPECT_EQ(swap.native().wr.atomic.compare_add, 1U);
   EXPECT_EQ(swap.native().wr.atomic.swap, 2U);
+}
+
+// --- work to several peers: op::ToPeer, one vocabulary ----------------------------------------
+
+template <typename Operations>
+concept multi_posts_all = requires(MultiChannel& channels, const Operations& operations) {
+  channels.post_all(operations);
+};
+template <typename Operations>
+concept multi_scope_posts_all_addressed = requires(MultiChannelScope& scope,
+                                                   const Operations& operations) {
+  scope.post_all(operations);
+};
+// post_all takes ranges of op::ToPeer, and a ToPeer only a peer operation.
+static_assert(op::Addressed<op::ToPeer<op::Send>> && !op::Addressed<op::Send>);
+static_assert(std::same_as<op::addressed_t<op::ToPeer<op::PeerRead>>, op::PeerRead>);
+static_assert(multi_posts_all<std::vector<op::ToPeer<op::PeerWrite>>> &&
+              multi_posts_all<std::array<op::ToPeer<op::Receive>, 2>> &&
+              multi_scope_posts_all_addressed<std::vector<op::ToPeer<op::Send>>>);
+static_assert(!multi_posts_all<std::vector<op::PeerWrite>> &&
+              !multi_posts_all<std::vector<op::Send>>);
+template <typename Operation>
+concept addressable = requires {
+  typename op::ToPeer<Operation>;
+};
+static_assert(addressable<op::PeerWrite> && !addressable<op::Write>);
+// The named calls are the Channel's alone (docs/operations.md): none on a MultiChannel, and no
+// batch calls.
+template <typename Multi>
+concept named_multi_calls = requires(Multi& multi, std::span<const GatherElement> data) {
+  multi.send(1U, data);
+}
+|| requires(Multi& multi, std::span<const GatherElement> data) { multi.post_send(1U, data); }
+|| requires(Multi& multi, std::span<const std::uint32_t> peers,
+            std::span<const GatherElement> data) {
+  multi.multicast_send(peers, data);
+}
+|| requires(Multi& multi, std::span<const std::uint32_t> peers,
+            std::span<const GatherElement> data) {
+  multi.post_multicast_send(peers, data);
+};
+static_assert(!named_multi_calls<MultiChannel> && !named_multi_calls<MultiChannelScope>);
+template <typename Scope>
+concept named_scope_calls = requires(Scope& scope, std::span<const GatherElement> data) {
+  scope.post_send(data);
+};
+static_assert(!named_scope_calls<ChannelScope>);
+template <typename Channel>
+concept named_channel_calls = requires(Channel& channel, std::span<const GatherElement> data) {
+  channel.send(data);
+  channel.post_send(data);
+};
+static_assert(named_channel_calls<Channel>);  // the seed's vocabulary stays on the Channel
+
+TEST(ToPeer, ToEachAddressesEveryRankOnceInOrder) {
+  const std::array peers{2U, 0U, 5U};
+  const auto addressed = op::to_each(peers, op::Send{gather(0x10, 4), 9U});
+  ASSERT_EQ(addressed.size(), 3U);
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    EXPECT_EQ(addressed[i].peer, peers[i]);
+    EXPECT_EQ(addressed[i].operation.immediate, std::optional<std::uint32_t>(9U));
+    EXPECT_EQ(addressed[i].operation.request(1).native().sg_list->addr, 0x10U);
+  }
+  // each element holds its own copy of the inline element
+  EXPECT_NE(addressed[0].operation.data.span().data(), addressed[1].operation.data.span().data());
+  EXPECT_TRUE(op::to_each(std::span<const std::uint32_t>{}, op::Send{gather(1)}).empty());
+}
+
+TEST(ToPeer, ToEachRefusesARankListedTwice) {
+  try {
+    (void)op::to_each(std::array{4U, 1U, 4U}, op::Receive{scatter(1)});
+    FAIL() << "a rank listed twice was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::invalid_argument);
+    EXPECT_NE(std::string(error.what()).find("peer 4"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("twice"), std::string::npos) << error.what();
+  }
+}
+
+TEST(ToPeer, CarriesItsOperationsRegionOwner) {
+  const op::ToPeer write{1U, op::PeerWrite{gather(1), kPeer3}};
+  EXPECT_EQ(op::region_owner(write.operation), 3U);
+  EXPECT_THROW(op::check_region_owner(write.operation, write.peer, "test"), Error);
+  EXPECT_NO_THROW(op::check_region_owner(write.operation, 3U, "test"));
 }
 
 // --- options typed by what they can apply to ---------------------------------------------------

@@ -96,29 +96,25 @@ class ScopeWork {
   /// A manual scope destroyed without close(): drains, and reports unpolled work as a bug on
   /// stderr. Never throws.
   void abandon(std::string_view operation) noexcept;
-  /// Waits for every request (all of them within `timeout` together) and returns their
-  /// completions in posting order; throws BatchError naming `operation` if any failed or did
-  /// not complete in time (after waiting for all the others). Afterwards nothing is kept.
-  std::vector<WorkCompletion> complete_all(std::string_view operation,
-                                           std::chrono::nanoseconds timeout);
 
  private:
   struct Kept {
     PendingWork work;
     std::optional<std::uint32_t> peer;
   };
-  /// Waits up to `timeout` for `kept`; records a failure, or a timeout (and cancels the
-  /// request), in `result`. The completion if it arrived and succeeded. `whole`: the timeout of
-  /// the batch `timeout` is what is left of, which a cancel then names.
   /// Settles `work` without waiting when its request has succeeded (polling its channel once if
   /// it has not arrived yet). Whether it did; a handle moved out of the scope counts as settled.
   static bool settled_quickly(PendingWork& work);
   /// settled_quickly() for every request not seen complete, until one is not: whether all were.
   /// Inline in finish(), its only caller.
   bool drain_quickly();
-  static std::optional<WorkCompletion> settle(
-      Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result,
-      std::optional<std::chrono::nanoseconds> whole = std::nullopt);
+  /// finish() once a request is still in flight after drain_quickly(): waits for every one.
+  /// Out of line, so that its waiting and reporting cost finish()'s common case nothing.
+  [[gnu::noinline]] void finish_slowly(std::string_view operation,
+                                       const std::exception_ptr& body_error);
+  /// Waits up to `timeout` for `kept`; records a failure, or a timeout (and cancels the
+  /// request), in `result`.
+  static void settle(Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result);
   /// Calls `visit(kept)` for every request kept, in posting order.
   template <typename Visit>
   [[gnu::always_inline]] void for_each(Visit&& visit) {
@@ -298,42 +294,6 @@ class ScopeBase {
   requires std::same_as<std::ranges::range_value_t<Operations>, op::Receive>
   void post_all(const Operations& operations) {
     ListPoster(*core_, work_, std::nullopt).post_all(operations);
-  }
-
-  // The operations by name: post() of the operation.
-  PendingWork& post_send(std::span<const GatherElement> data, PostOptions options = {}) {
-    return post(op::Send{data}, options);
-  }
-  PendingWork& post_send_with_immediate(std::span<const GatherElement> data,
-                                        std::uint32_t immediate, PostOptions options = {}) {
-    return post(op::Send{data, immediate}, options);
-  }
-  PendingWork& post_receive(std::span<const ScatterElement> into) {
-    return post(op::Receive{into});
-  }
-  PendingWork& post_write(std::span<const GatherElement> data,
-                          const RemoteMemoryRegion& destination, PostOptions options = {}) {
-    return post(op::Write{data, destination}, options);
-  }
-  PendingWork& post_write_with_immediate(std::span<const GatherElement> data,
-                                         const RemoteMemoryRegion& destination,
-                                         std::uint32_t immediate, PostOptions options = {}) {
-    return post(op::Write{data, destination, immediate}, options);
-  }
-  PendingWork& post_read(std::span<const ScatterElement> into, const RemoteMemoryRegion& source,
-                         SignalingOptions options = {}) {
-    return post(op::Read{into, source}, options);
-  }
-  /// Atomics (see Channel::fetch_add / compare_swap): `result` holds the old value once the
-  /// request completes, at the latest when the scope ends.
-  PendingWork& post_fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
-                              std::uint64_t add, SignalingOptions options = {}) {
-    return post(op::FetchAdd{result, target, add}, options);
-  }
-  PendingWork& post_compare_swap(const ScatterElement& result, const RemoteMemoryRegion& target,
-                                 std::uint64_t expected, std::uint64_t desired,
-                                 SignalingOptions options = {}) {
-    return post(op::CompareSwap{result, target, expected, desired}, options);
   }
 
   /// Requests posted through this scope so far.

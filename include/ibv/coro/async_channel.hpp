@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The coroutine form of the Channel's operations: async(channel, operation) posts one request at
-// once and returns the AsyncWork to co_await in an ibv::Task; async_send etc. name it.
+// once and returns the AsyncWork to co_await in an ibv::Task.
 //
 //   ibv::Task<> pinger(ibv::Channel& channel, std::span<const ibv::GatherElement> message) {
-//     ibv::WorkCompletion done = co_await ibv::async_send(channel, message);
+//     ibv::WorkCompletion done = co_await ibv::async(channel, ibv::op::Send{message});
 //   }
 #pragma once
 
@@ -57,25 +57,15 @@ struct CoroutinePost {
   }
 };
 
-/// The AsyncWork of `operation` posted as a coroutine call posts it (CoroutinePost) on the
-/// Channel that `channel()` returns once `timeout` has passed its check (a MultiChannel's named
-/// calls check their peer there). `with_options`: `options` were given (as
+/// async() under the name `name` (a string literal) in errors: `operation` posted as a
+/// coroutine call posts it (CoroutinePost). `with_options`: `options` were given (as
 /// Channel::execute_request's); they are signaled (InlineOptions made them).
-template <bool with_options = false, op::Operation Operation, typename GetChannel>
-AsyncWork await_operation(const Channel::Timeout& timeout, const char* name, GetChannel&& channel,
-                          const Operation& operation, PostOptions options = {}) {
-  return await_post(
-      timeout, name,
-      [&] { return CoroutinePost::post<with_options>(channel(), operation, options); },
-      op::SendOperation<Operation>);
-}
-
-/// async() under the name `operation` (a string literal) in errors.
 template <bool with_options = false, op::Operation Operation>
 AsyncWork async_post(Channel& channel, const Operation& operation, Channel::Timeout timeout,
                      const char* name, PostOptions options = {}) {
-  return await_operation<with_options>(
-      timeout, name, [&]() -> Channel& { return channel; }, operation, options);
+  return await_post(
+      timeout, name, [&] { return CoroutinePost::post<with_options>(channel, operation, options); },
+      op::SendOperation<Operation>);
 }
 }  // namespace detail
 
@@ -99,56 +89,6 @@ AsyncWork async(Channel& channel, const Operation& operation, InlineOptions opti
                 Channel::Timeout timeout = {}) {
   return detail::async_post<true>(channel, operation, timeout, "ibv::async",
                                   detail::as_post_options(options));
-}
-
-// The operations by name: async() of the operation.
-/// Channel::send as a coroutine: async(channel, op::Send{data}).
-inline AsyncWork async_send(Channel& channel, std::span<const GatherElement> data,
-                            Channel::Timeout timeout = {}) {
-  return detail::async_post(channel, op::Send{data}, timeout, "ibv::async_send");
-}
-/// Channel::send_with_immediate as a coroutine.
-inline AsyncWork async_send_with_immediate(Channel& channel, std::span<const GatherElement> data,
-                                           std::uint32_t immediate, Channel::Timeout timeout = {}) {
-  return detail::async_post(channel, op::Send{data, immediate}, timeout,
-                            "ibv::async_send_with_immediate");
-}
-/// Receives one message into `into` (empty for immediate-only messages).
-inline AsyncWork async_receive(Channel& channel, std::span<const ScatterElement> into,
-                               Channel::Timeout timeout = {}) {
-  return detail::async_post(channel, op::Receive{into}, timeout, "ibv::async_receive");
-}
-/// Channel::write as a coroutine: async(channel, op::Write{data, destination}).
-inline AsyncWork async_write(Channel& channel, std::span<const GatherElement> data,
-                             const RemoteMemoryRegion& destination, Channel::Timeout timeout = {}) {
-  return detail::async_post(channel, op::Write{data, destination}, timeout, "ibv::async_write");
-}
-/// Channel::write_with_immediate as a coroutine.
-inline AsyncWork async_write_with_immediate(Channel& channel, std::span<const GatherElement> data,
-                                            const RemoteMemoryRegion& destination,
-                                            std::uint32_t immediate,
-                                            Channel::Timeout timeout = {}) {
-  return detail::async_post(channel, op::Write{data, destination, immediate}, timeout,
-                            "ibv::async_write_with_immediate");
-}
-/// Channel::read as a coroutine: async(channel, op::Read{into, source}).
-inline AsyncWork async_read(Channel& channel, std::span<const ScatterElement> into,
-                            const RemoteMemoryRegion& source, Channel::Timeout timeout = {}) {
-  return detail::async_post(channel, op::Read{into, source}, timeout, "ibv::async_read");
-}
-/// Channel::fetch_add as a coroutine: `result` holds the old value once the await returns.
-inline AsyncWork async_fetch_add(Channel& channel, const ScatterElement& result,
-                                 const RemoteMemoryRegion& target, std::uint64_t add,
-                                 Channel::Timeout timeout = {}) {
-  return detail::async_post(channel, op::FetchAdd{result, target, add}, timeout,
-                            "ibv::async_fetch_add");
-}
-/// Channel::compare_swap as a coroutine: `result` holds the old value once the await returns.
-inline AsyncWork async_compare_swap(Channel& channel, const ScatterElement& result,
-                                    const RemoteMemoryRegion& target, std::uint64_t expected,
-                                    std::uint64_t desired, Channel::Timeout timeout = {}) {
-  return detail::async_post(channel, op::CompareSwap{result, target, expected, desired}, timeout,
-                            "ibv::async_compare_swap");
 }
 
 }  // namespace ibv

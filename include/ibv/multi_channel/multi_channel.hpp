@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // MultiChannel: one Channel per peer, all on one protection domain (so one memory region serves
-// every peer), with peer-addressed posting in the Channel's three styles and calls that address
-// several peers at once: scatter send, gather receive, scatter write, gather read, multicast.
+// every peer), with peer-addressed posting in the Channel's styles (execute, post, a scope's
+// post, async) and post_all, which posts work to several peers at once (op::ToPeer).
 //
 // The model. A job has `world_size` ranks; this process is `rank`. MultiChannelBuilder makes
 // one queue pair per other rank (PreparedMultiChannel). Every rank sends every other rank the
@@ -13,7 +13,8 @@
 //   // ... send prepared.endpoint_for(p) to each peer p, receive theirs into remote[p] ...
 //   ibv::MultiChannel channels = std::move(prepared).handshake(remote);
 //   channels.scope([&](ibv::MultiChannelScope& s) {
-//     s.post_multicast_send(std::array{1U, 2U, 3U}, data);  // returns once all three are done
+//     s.post_all(ibv::op::to_each(std::array{1U, 2U, 3U}, ibv::op::Send{data}));
+//   });  // returns once all three sends are done
 //   });
 #pragma once
 
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <exception>
 #include <optional>
+#include <ranges>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -31,7 +33,6 @@
 #include "ibv/multi_channel/peer_message.hpp"
 #include "ibv/multi_channel/peer_operation.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
-#include "ibv/multi_channel/peer_request.hpp"
 #include "ibv/verbs/endpoint.hpp"
 #include "ibv/verbs/protection_domain.hpp"
 
@@ -130,20 +131,21 @@ class PreparedMultiChannel {
 ///
 /// Every call names its peer by rank. A peer that is this rank or not below the world size, or
 /// a PeerRemoteMemoryRegion tagged with another peer than the one addressed, throws ibv::Error
-/// (invalid_argument) before anything is posted; the calls that address several peers check all
-/// their elements first (the peer, the region's tag, and the queue pair's own checks of each
-/// request, QueuePair::check), so bad input never leaves half of a batch posted; errors name the
-/// element ("writes[1].destination ..."). A blocking call's timeout must be positive (checked
-/// before posting).
+/// (invalid_argument) before anything is posted; post_all checks all its elements first (the
+/// peer, the region's tag, and the queue pair's own checks of each request, QueuePair::check),
+/// so bad input never leaves half of it posted; errors name the element ("operations[1] ...").
+/// The operations are the Channel's (ibv/channel/operation.hpp), with the peer's memory named
+/// by a PeerRemoteMemoryRegion (op::PeerWrite, ...: ibv/multi_channel/peer_operation.hpp).
 ///
-/// - blocking (`send`, ..., `scatter_send`, ...): post, wait (by default at most the operation
-///   timeout, for a batch: all of it within one timeout), return the completions (of a batch:
-///   in the order of the input). A failure throws ibv::WorkError (one request) or BatchError
-///   (a batch: after waiting for the rest, naming the peer of each failure); a request that
-///   does not complete in time is cancelled as on a Channel (that peer's channel then refuses
-///   further work).
-/// - scoped (`scope`, `manual_scope`): see MultiChannelScope.
-/// - unpolled (`post_*`): PendingWork handles (a batch: one per element, in input order).
+/// - blocking, `execute(peer, operation)`: as Channel::execute on the peer's channel (a request
+///   that does not complete in time is cancelled, and that peer's channel then refuses further
+///   work).
+/// - scoped (`scope`, `manual_scope`): see MultiChannelScope; its `post_all` of op::ToPeer
+///   elements is the blocking form of work to several peers (failures come out as one
+///   BatchError naming the peer of each).
+/// - unpolled, `post(peer, operation)` and `post_all(operations)`: PendingWork handles (one per
+///   element, in input order).
+/// - coroutines: `ibv::async(channels, peer, operation)` (ibv/coro/async_multi_channel.hpp).
 ///
 /// Built on a shared receive queue or pool (MultiChannelBuilder), the per-peer channels post
 /// no receives (see Channel); `receive_shared_any` / `receive_message_any` and their poll_
@@ -232,109 +234,33 @@ class MultiChannel {
                    op::options_t<Operation> options = {}) {
     return channel_for(peer, operation, "MultiChannel::post").post(operation, options);
   }
+  /// Unpolled, several peers: posts every element of `operations` (a forward range of
+  /// op::ToPeer of one operation type; op::PeerAnySend mixes send-queue operations) to its
+  /// peer, in order, each as post(peer, operation, options) would, and returns their handles in
+  /// the same order. All elements are checked before any is posted.
+  template <std::ranges::forward_range Operations>
+  requires op::Addressed<std::ranges::range_value_t<Operations>>
+  [[nodiscard]] std::vector<PendingWork> post_all(
+      const Operations& operations,
+      op::options_t<op::addressed_t<std::ranges::range_value_t<Operations>>> options = {}) {
+    std::vector<PendingWork> handles;
+    if constexpr (std::ranges::sized_range<Operations>)
+      handles.reserve(std::ranges::size(operations));
+    detail::post_each(
+        *this, operations, options, "MultiChannel::post_all",
+        [&handles](std::uint32_t, PendingWork work) { handles.push_back(std::move(work)); });
+    return handles;
+  }
   /// The channel to `peer` for `operation`, checked as execute() checks them, naming `call` (a
   /// string literal) in the error: what every peer-addressed call does first.
   template <op::PeerOperation Operation>
   [[nodiscard]] Channel& channel_for(std::uint32_t peer, const Operation& operation,
                                      const char* call) {
-    Channel& peer_channel = channel(peer);
-    if (const std::optional<std::uint32_t> owner = op::region_owner(operation);
-        owner && *owner != peer) [[unlikely]]
-      throw_foreign_region(call, peer, *owner);
-    return peer_channel;
+    if (peer >= channels_.size() || !channels_[peer]) [[unlikely]]
+      throw_no_channel(peer, call);
+    op::check_region_owner(operation, peer, call);
+    return *channels_[peer];
   }
-
-  // Blocking, one peer, by name.
-  /// Channel::send on `peer`'s channel.
-  WorkCompletion send(std::uint32_t peer, std::span<const GatherElement> data,
-                      Timeout timeout = {});
-  /// Channel::send_with_immediate on `peer`'s channel.
-  WorkCompletion send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
-                                     std::uint32_t immediate, Timeout timeout = {});
-  /// Channel::receive on `peer`'s channel: the next message from `peer`.
-  WorkCompletion receive(std::uint32_t peer, std::span<const ScatterElement> into,
-                         Timeout timeout = {});
-  /// Channel::write to `peer`; `destination` must be `peer`'s (invalid_argument otherwise).
-  WorkCompletion write(std::uint32_t peer, std::span<const GatherElement> data,
-                       const PeerRemoteMemoryRegion& destination, Timeout timeout = {});
-  /// Channel::write_with_immediate to `peer`; `destination` must be `peer`'s.
-  WorkCompletion write_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
-                                      const PeerRemoteMemoryRegion& destination,
-                                      std::uint32_t immediate, Timeout timeout = {});
-  /// Channel::read from `peer`; `source` must be `peer`'s.
-  WorkCompletion read(std::uint32_t peer, std::span<const ScatterElement> into,
-                      const PeerRemoteMemoryRegion& source, Timeout timeout = {});
-  /// Atomics on `peer`'s word at the start of `target` (which must belong to `peer`): see
-  /// Channel::fetch_add and Channel::compare_swap.
-  WorkCompletion fetch_add(std::uint32_t peer, const ScatterElement& result,
-                           const PeerRemoteMemoryRegion& target, std::uint64_t add,
-                           Timeout timeout = {});
-  /// Channel::compare_swap on `peer`'s word; `target` must be `peer`'s.
-  WorkCompletion compare_swap(std::uint32_t peer, const ScatterElement& result,
-                              const PeerRemoteMemoryRegion& target, std::uint64_t expected,
-                              std::uint64_t desired, Timeout timeout = {});
-
-  // Blocking, several peers: the completions in input order.
-  /// One send per element, each to its peer; waits for all (one timeout for the batch) and
-  /// returns their completions in input order. Every element is checked before any is posted.
-  std::vector<WorkCompletion> scatter_send(std::span<const PeerSend> sends, Timeout timeout = {});
-  /// One receive per element, from its peer; as scatter_send().
-  std::vector<WorkCompletion> gather_receive(std::span<const PeerReceive> receives,
-                                             Timeout timeout = {});
-  /// One RDMA write per element, to its peer's region; as scatter_send().
-  std::vector<WorkCompletion> scatter_write(std::span<const PeerWrite> writes,
-                                            Timeout timeout = {});
-  /// One RDMA read per element, from its peer's region; as scatter_send().
-  std::vector<WorkCompletion> gather_read(std::span<const PeerRead> reads, Timeout timeout = {});
-  /// Sends the same `data` to every rank of `peers` (no rank twice).
-  std::vector<WorkCompletion> multicast_send(std::span<const std::uint32_t> peers,
-                                             std::span<const GatherElement> data,
-                                             Timeout timeout = {});
-
-  // Unpolled, one peer, by name.
-  /// send() unpolled (Channel::post_send on `peer`'s channel).
-  PendingWork post_send(std::uint32_t peer, std::span<const GatherElement> data,
-                        PostOptions options = {});
-  /// send_with_immediate() unpolled.
-  PendingWork post_send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
-                                       std::uint32_t immediate, PostOptions options = {});
-  /// receive() unpolled.
-  PendingWork post_receive(std::uint32_t peer, std::span<const ScatterElement> into);
-  /// write() unpolled; `destination` must be `peer`'s.
-  PendingWork post_write(std::uint32_t peer, std::span<const GatherElement> data,
-                         const PeerRemoteMemoryRegion& destination, PostOptions options = {});
-  /// write_with_immediate() unpolled; `destination` must be `peer`'s.
-  PendingWork post_write_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
-                                        const PeerRemoteMemoryRegion& destination,
-                                        std::uint32_t immediate, PostOptions options = {});
-  /// read() unpolled; `source` must be `peer`'s.
-  PendingWork post_read(std::uint32_t peer, std::span<const ScatterElement> into,
-                        const PeerRemoteMemoryRegion& source, SignalingOptions options = {});
-  /// fetch_add() unpolled; `result` holds the old value once the handle completes.
-  PendingWork post_fetch_add(std::uint32_t peer, const ScatterElement& result,
-                             const PeerRemoteMemoryRegion& target, std::uint64_t add,
-                             SignalingOptions options = {});
-  /// compare_swap() unpolled, as post_fetch_add().
-  PendingWork post_compare_swap(std::uint32_t peer, const ScatterElement& result,
-                                const PeerRemoteMemoryRegion& target, std::uint64_t expected,
-                                std::uint64_t desired, SignalingOptions options = {});
-
-  // Unpolled, several peers: one handle per element, in input order.
-  /// scatter_send() unpolled: one handle per element, in input order; all are checked first.
-  [[nodiscard]] std::vector<PendingWork> post_scatter_send(std::span<const PeerSend> sends,
-                                                           PostOptions options = {});
-  /// gather_receive() unpolled, as post_scatter_send().
-  [[nodiscard]] std::vector<PendingWork> post_gather_receive(std::span<const PeerReceive> receives);
-  /// scatter_write() unpolled, as post_scatter_send().
-  [[nodiscard]] std::vector<PendingWork> post_scatter_write(std::span<const PeerWrite> writes,
-                                                            PostOptions options = {});
-  /// gather_read() unpolled, as post_scatter_send().
-  [[nodiscard]] std::vector<PendingWork> post_gather_read(std::span<const PeerRead> reads,
-                                                          SignalingOptions options = {});
-  /// multicast_send() unpolled: one handle per rank of `peers`, in that order.
-  [[nodiscard]] std::vector<PendingWork> post_multicast_send(std::span<const std::uint32_t> peers,
-                                                             std::span<const GatherElement> data,
-                                                             PostOptions options = {});
 
   // Shared receives, from any peer (on a shared receive queue or pool).
   /// The next completion of a shared receive from any peer, waiting (default: the operation
@@ -363,11 +289,9 @@ class MultiChannel {
 
  private:
   /// Throws channel()'s ibv::Error for a `peer` that has no channel (inline: every
-  /// peer-addressed call looks its channel up).
-  [[noreturn]] void throw_no_channel(std::uint32_t peer) const;
-  /// Throws the ibv::Error (invalid_argument) of `call` given a region of `owner` for `peer`.
-  [[noreturn]] static void throw_foreign_region(const char* call, std::uint32_t peer,
-                                                std::uint32_t owner);
+  /// peer-addressed call looks its channel up); with `call`, naming it and saying that nothing
+  /// was posted.
+  [[noreturn]] void throw_no_channel(std::uint32_t peer, const char* call = nullptr) const;
 
   ProtectionDomain pd_;
   std::uint32_t rank_;
@@ -377,10 +301,40 @@ class MultiChannel {
 };
 
 namespace detail {
+/// Throws the ibv::Error (invalid_argument) of `call` when element `index` of a post_all, to
+/// `peer` and naming memory of `owner` (if any), can not be posted: `peer` is no peer of
+/// `channels`, `owner` is another peer, or the request (with `options`) does not pass the
+/// peer's queue pair's checks.
+void check_addressed(MultiChannel& channels, const char* call, std::size_t index,
+                     std::uint32_t peer, std::optional<std::uint32_t> owner, SendRequest request,
+                     PostOptions options);
+/// check_addressed() of a receive.
+void check_addressed(MultiChannel& channels, const char* call, std::size_t index,
+                     std::uint32_t peer, const ReceiveRequest& request);
+
 template <op::PeerOperation Operation>
-Channel& channel_for(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
-                     const char* call) {
-  return channels.channel_for(peer, operation, call);
+PendingWork& MultiScopeBase::post(std::uint32_t peer, const Operation& operation,
+                                  op::options_t<Operation> options) {
+  return keep(
+      peer,
+      channels_.channel_for(peer, operation, "MultiChannelScope::post").post(operation, options));
+}
+
+template <typename Operations, typename Options, typename Keep>
+void post_each(MultiChannel& channels, const Operations& operations, Options options,
+               const char* call, Keep&& keep) {
+  std::size_t index = 0;
+  for (const auto& addressed : operations) {
+    if constexpr (op::SendOperation<decltype(addressed.operation)>) {
+      check_addressed(channels, call, index++, addressed.peer,
+                      op::region_owner(addressed.operation), addressed.operation.request(0),
+                      as_post_options(options));
+    } else {
+      check_addressed(channels, call, index++, addressed.peer, addressed.operation.request(0));
+    }
+  }
+  for (const auto& addressed : operations)
+    keep(addressed.peer, channels.channel(addressed.peer).post(addressed.operation, options));
 }
 }  // namespace detail
 

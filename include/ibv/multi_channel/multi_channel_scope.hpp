@@ -10,6 +10,7 @@
 #include <exception>
 #include <ranges>
 #include <span>
+#include <utility>
 
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/operation.hpp"
@@ -18,7 +19,6 @@
 #include "ibv/channel/scope.hpp"
 #include "ibv/multi_channel/peer_operation.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
-#include "ibv/multi_channel/peer_request.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
 
 namespace ibv {
@@ -26,11 +26,14 @@ namespace ibv {
 class MultiChannel;
 
 namespace detail {
-/// MultiChannel::channel_for(peer, operation, call), for the scopes' templates (defined in
-/// multi_channel.hpp, where MultiChannel is complete).
-template <op::PeerOperation Operation>
-Channel& channel_for(MultiChannel& channels, std::uint32_t peer, const Operation& operation,
-                     const char* call);
+/// post_all()'s one mechanism for work to several peers, on a MultiChannel and in its scopes:
+/// checks every element of `operations` (a range of op::ToPeer) before any is posted (see
+/// MultiChannel::post_all; errors name `call`, a string literal, and the element), then posts
+/// each to its peer with `options`, in order, handing `keep(peer, handle)` every handle.
+/// Defined in multi_channel.hpp, where MultiChannel is complete.
+template <typename Operations, typename Options, typename Keep>
+void post_each(MultiChannel& channels, const Operations& operations, Options options,
+               const char* call, Keep&& keep);
 
 /// What both MultiChannel scopes share: peer-addressed posting, keeping every request until the
 /// scope ends. Single-peer posts return a reference to the request's PendingWork, valid until
@@ -44,38 +47,15 @@ class MultiScopeBase {
   MultiScopeBase& operator=(MultiScopeBase&&) = delete;
 
   /// Posts `operation` (any of ibv/multi_channel/peer_operation.hpp) to `peer` and keeps its
-  /// handle until the scope ends; checked as MultiChannel::post(peer, operation).
+  /// handle until the scope ends; checked as MultiChannel::post(peer, operation). (Defined in
+  /// multi_channel.hpp, where MultiChannel is complete.)
   template <op::PeerOperation Operation>
   PendingWork& post(std::uint32_t peer, const Operation& operation,
-                    op::options_t<Operation> options = {}) {
-    return keep(peer,
-                peer_channel(peer, operation, "MultiChannelScope::post").post(operation, options));
-  }
-
-  // By name, with regions tagged with their peer (checked against `peer`).
-  PendingWork& post_send(std::uint32_t peer, std::span<const GatherElement> data,
-                         PostOptions options = {});
-  PendingWork& post_send_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
-                                        std::uint32_t immediate, PostOptions options = {});
-  PendingWork& post_receive(std::uint32_t peer, std::span<const ScatterElement> into);
-  PendingWork& post_write(std::uint32_t peer, std::span<const GatherElement> data,
-                          const PeerRemoteMemoryRegion& destination, PostOptions options = {});
-  PendingWork& post_write_with_immediate(std::uint32_t peer, std::span<const GatherElement> data,
-                                         const PeerRemoteMemoryRegion& destination,
-                                         std::uint32_t immediate, PostOptions options = {});
-  PendingWork& post_read(std::uint32_t peer, std::span<const ScatterElement> into,
-                         const PeerRemoteMemoryRegion& source, SignalingOptions options = {});
-  /// Atomics on `peer`'s memory (see Channel::fetch_add / compare_swap).
-  PendingWork& post_fetch_add(std::uint32_t peer, const ScatterElement& result,
-                              const PeerRemoteMemoryRegion& target, std::uint64_t add,
-                              SignalingOptions options = {});
-  PendingWork& post_compare_swap(std::uint32_t peer, const ScatterElement& result,
-                                 const PeerRemoteMemoryRegion& target, std::uint64_t expected,
-                                 std::uint64_t desired, SignalingOptions options = {});
+                    op::options_t<Operation> options = {});
 
   /// Posts every operation in `operations` to `peer` as linked lists, one doorbell each, and
   /// keeps their handles: ChannelScope::post_all on the peer's channel (a range of one
-  /// send-queue operation type or of op::AnySend, with `options`; or of op::Receive).
+  /// send-queue operation type or of op::PeerAnySend, with `options`; or of op::Receive).
   /// Every operation's PeerRemoteMemoryRegion is checked against `peer` before any is posted.
   template <std::ranges::forward_range Operations>
   requires op::SendOperation<std::ranges::range_value_t<Operations>> &&
@@ -84,7 +64,7 @@ class MultiScopeBase {
                 op::options_t<std::ranges::range_value_t<Operations>> options = {}) {
     ChannelCore& core = peer_core(peer);
     for (const auto& operation : operations)
-      (void)peer_channel(peer, operation, "MultiChannelScope::post_all");
+      op::check_region_owner(operation, peer, "MultiChannelScope::post_all");
     ListPoster(core, work_, peer).post_all(operations, as_post_options(options));
   }
   template <std::ranges::forward_range Operations>
@@ -92,13 +72,16 @@ class MultiScopeBase {
   void post_all(std::uint32_t peer, const Operations& operations) {
     ListPoster(peer_core(peer), work_, peer).post_all(operations);
   }
-
-  void post_scatter_send(std::span<const PeerSend> sends, PostOptions options = {});
-  void post_gather_receive(std::span<const PeerReceive> receives);
-  void post_scatter_write(std::span<const PeerWrite> writes, PostOptions options = {});
-  void post_gather_read(std::span<const PeerRead> reads, SignalingOptions options = {});
-  void post_multicast_send(std::span<const std::uint32_t> peers,
-                           std::span<const GatherElement> data, PostOptions options = {});
+  /// Posts every element of `operations` (a range of op::ToPeer) to its peer and keeps their
+  /// handles until the scope ends: MultiChannel::post_all, checked as it checks (all first).
+  template <std::ranges::forward_range Operations>
+  requires op::Addressed<std::ranges::range_value_t<Operations>>
+  void post_all(
+      const Operations& operations,
+      op::options_t<op::addressed_t<std::ranges::range_value_t<Operations>>> options = {}) {
+    post_each(channels_, operations, options, "MultiChannelScope::post_all",
+              [this](std::uint32_t peer, PendingWork work) { keep(peer, std::move(work)); });
+  }
 
   /// Requests posted through this scope so far.
   [[nodiscard]] std::size_t size() const noexcept { return work_.size(); }
@@ -106,15 +89,7 @@ class MultiScopeBase {
  protected:
   explicit MultiScopeBase(MultiChannel& channels) noexcept : channels_(channels) {}
   ~MultiScopeBase() = default;
-  /// MultiChannel::channel(peer), for the templates above (throws for a bad peer).
-  [[nodiscard]] Channel& peer_channel(std::uint32_t peer);
-  /// MultiChannel::channel_for(peer, operation, call).
-  template <op::PeerOperation Operation>
-  [[nodiscard]] Channel& peer_channel(std::uint32_t peer, const Operation& operation,
-                                      const char* call) {
-    return channel_for(channels_, peer, operation, call);
-  }
-  /// The core of peer_channel(peer).
+  /// The core of MultiChannel::channel(peer) (throws for a bad peer).
   [[nodiscard]] ChannelCore& peer_core(std::uint32_t peer);
   /// Keeps `work`, posted to `peer`, until the scope ends.
   PendingWork& keep(std::uint32_t peer, PendingWork work);
@@ -129,11 +104,9 @@ class MultiScopeBase {
 /// naming the peer of each.
 ///
 /// Its posting calls come from detail::MultiScopeBase (this header), which the reference
-/// leaves out: `post(peer, operation)`, `post_all(peer, operations)`, the named
-/// `post_send(peer, ...)` ... `post_compare_swap(peer, ...)` as MultiChannel's, and the batches
-/// `post_scatter_send()`, `post_gather_receive()`, `post_scatter_write()`,
-/// `post_gather_read()`, `post_multicast_send()`. The scope keeps every handle; `size()` counts
-/// them.
+/// leaves out: `post(peer, operation)`, `post_all(peer, operations)` (lists to one peer) and
+/// `post_all(operations)` (op::ToPeer elements, to several peers). The scope keeps every
+/// handle; `size()` counts them.
 class MultiChannelScope : public detail::MultiScopeBase {
  public:
   /// A scope over `channels` (made by MultiChannel::scope(), which also finishes it).
