@@ -205,12 +205,13 @@ void check_atomic(const detail::QueuePairCore& core, const SendRequest& request)
   const std::string target = request.remote() ? request.remote()->to_string() : "no region";
   switch (problem) {
     case detail::AtomicProblem::device_without_atomics:
-      reject_send(request, "is an atomic, but device " + core.pd.context().name() +
+      reject_send(request, "is " + std::string(send_opcode_traits(request.opcode()).kind) +
+                               ", but device " + core.pd.context().name() +
                                " does not implement atomics (its atomic_cap is NONE)");
     case detail::AtomicProblem::no_read_atomic_depth:
-      reject_send(request,
-                  "is an atomic, but the QP allows no outstanding reads/atomics "
-                  "(max_rd_atomic and max_dest_rd_atomic must be at least 1)");
+      reject_send(request, "is " + std::string(send_opcode_traits(request.opcode()).kind) +
+                               ", but the QP allows no outstanding reads/atomics "
+                               "(max_rd_atomic and max_dest_rd_atomic must be at least 1)");
     case detail::AtomicProblem::result_not_one_word:
       reject_send(request, "has a result buffer of " + std::to_string(request.byte_length()) +
                                " bytes in " + std::to_string(request.element_count()) +
@@ -642,9 +643,8 @@ bool atomic_passes(const detail::QueuePairCore& core, const SendRequest& request
   }
   if (request.is_inline()) {
     if (!may_be_inline(request.opcode())) {
-      reject_send(request, is_atomic(request.opcode())
-                               ? "is an atomic, which can not be inline"
-                               : "is an RDMA read, which can not be inline");
+      reject_send(request, "is " + std::string(send_opcode_traits(request.opcode()).kind) +
+                               ", which can not be inline");
     }
     if (request.byte_length() > core.max_inline_data) {
       reject_send(request, "has " + std::to_string(request.byte_length()) +
@@ -658,12 +658,7 @@ bool atomic_passes(const detail::QueuePairCore& core, const SendRequest& request
     reject_send(request, "moves " + std::to_string(request.byte_length()) +
                              " bytes, more than its " + request.remote()->to_string() +
                              " holds (the " +
-                             (request.opcode() == SendOpcode::rdma_write ||
-                                      request.opcode() == SendOpcode::rdma_write_with_immediate
-                                  ? "destination"
-                              : request.opcode() == SendOpcode::rdma_read ? "source"
-                                                                          : "target") +
-                             " region)");
+                             std::string(send_opcode_traits(request.opcode()).region) + " region)");
   }
   if (const auto refusal =
           core.pd.local_keys().refusal(request.native().sg_list, request.element_count())) {

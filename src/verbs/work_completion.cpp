@@ -76,17 +76,8 @@ std::string_view explain(WorkStatus status) noexcept {
 }
 
 std::string to_string(WorkOpcode opcode) {
-  switch (opcode) {
-    case WorkOpcode::send: return "send";
-    case WorkOpcode::rdma_write: return "rdma_write";
-    case WorkOpcode::rdma_read: return "rdma_read";
-    case WorkOpcode::compare_and_swap: return "compare_and_swap";
-    case WorkOpcode::fetch_and_add: return "fetch_and_add";
-    case WorkOpcode::bind_memory_window: return "bind_memory_window";
-    case WorkOpcode::local_invalidate: return "local_invalidate";
-    case WorkOpcode::tcp_segmentation_offload: return "tcp_segmentation_offload";
-    case WorkOpcode::receive: return "receive";
-    case WorkOpcode::receive_rdma_with_immediate: return "receive_rdma_with_immediate";
+  if (const std::string_view name = work_opcode_name(opcode); !name.empty()) {
+    return std::string(name);
   }
   return "opcode " + std::to_string(static_cast<int>(opcode));
 }

@@ -76,6 +76,30 @@ TEST(AtomicRequest, OpcodesAreNamedAndClassified) {
   }
 }
 
+// The opcode table: one row per enumerator, counted from it, and every predicate, mask and
+// name reads the rows.
+TEST(OpcodeTable, EveryEnumeratorHasARowAndThePredicatesReadIt) {
+  EXPECT_EQ(ibv::kSendOpcodeCount, 7U);
+  EXPECT_EQ(ibv::to_string(static_cast<ibv::SendOpcode>(ibv::kSendOpcodeCount)), "unknown");
+  for (unsigned code = 0; code < ibv::kSendOpcodeCount; ++code) {
+    const auto opcode = static_cast<ibv::SendOpcode>(code);
+    const ibv::SendOpcodeTraits& row = ibv::send_opcode_traits(opcode);
+    EXPECT_NE(row.name, "unknown");
+    EXPECT_EQ(ibv::is_atomic(opcode), row.atomic) << row.name;
+    EXPECT_EQ(ibv::may_be_inline(opcode), row.may_be_inline) << row.name;
+    EXPECT_EQ(ibv::has_remote_region(opcode), row.remote != ibv::RemoteFields::none) << row.name;
+    EXPECT_EQ(row.region.empty(), row.remote == ibv::RemoteFields::none) << row.name;
+    EXPECT_FALSE(ibv::to_string(row.completion).starts_with("opcode ")) << row.name;
+    EXPECT_EQ(ibv::detail::is_plain_send(opcode, 0), !row.atomic) << row.name;
+    EXPECT_EQ(ibv::detail::is_plain_send(opcode, 1), !row.atomic && row.may_be_inline) << row.name;
+  }
+  EXPECT_EQ(ibv::send_opcode_traits(ibv::SendOpcode::rdma_read).region, "source");
+  EXPECT_EQ(ibv::send_opcode_traits(ibv::SendOpcode::rdma_write_with_immediate).operation,
+            "write_with_immediate");
+  EXPECT_EQ(ibv::work_opcode_name(ibv::WorkOpcode::fetch_and_add), "fetch_and_add");
+  EXPECT_EQ(ibv::to_string(static_cast<ibv::WorkOpcode>(100)), "opcode 100");
+}
+
 // --- atomic_problem ---------------------------------------------------------------------------
 
 TEST(AtomicProblem, AWellFormedAtomicPasses) {

@@ -263,19 +263,19 @@ namespace detail {
 
 /// Bit 2 * opcode + inline_data: whether QueuePair::passes_check() takes a request of that
 /// opcode, with inline data (1) or not (0), by its length compares alone. Not atomics (their
-/// checks are check()'s); inline data only for the opcodes that may_be_inline().
-inline constexpr std::uint32_t kPlainSendMask = [] {
-  std::uint32_t mask = 0;
-  for (unsigned code = 0; code <= static_cast<unsigned>(SendOpcode::atomic_compare_and_swap);
-       ++code) {
+/// checks are check()'s); inline data only for the opcodes that may_be_inline(). Computed over
+/// every row of the opcode table.
+inline constexpr std::uint64_t kPlainSendMask = [] {
+  std::uint64_t mask = 0;
+  for (unsigned code = 0; code < kSendOpcodeCount; ++code) {
     const auto opcode = static_cast<SendOpcode>(code);
     if (is_atomic(opcode)) continue;
-    mask |= 1U << (2 * code);
-    if (may_be_inline(opcode)) mask |= 1U << (2 * code + 1);
+    mask |= std::uint64_t{1} << (2 * code);
+    if (may_be_inline(opcode)) mask |= std::uint64_t{1} << (2 * code + 1);
   }
   return mask;
 }();
-static_assert(2 * static_cast<unsigned>(SendOpcode::atomic_compare_and_swap) + 1 < 32,
+static_assert(2 * kSendOpcodeCount <= 64,
               "kPlainSendMask has a bit for every opcode, with and without inline data");
 /// Whether `opcode` with `inline_data` (0 or 1) is plain: see kPlainSendMask.
 [[nodiscard]] constexpr bool is_plain_send(SendOpcode opcode, unsigned inline_data) noexcept {
@@ -293,33 +293,19 @@ static_assert(2 * static_cast<unsigned>(SendOpcode::atomic_compare_and_swap) + 1
 }
 /// Puts `request` (takes_extended) into the queue pair's current batch of the extended post
 /// interface (between ibv_wr_start and ibv_wr_complete): its wr_id and flags, its opcode with
-/// the remote address, key, immediate or atomic operands it uses, and its data, inline or as
-/// its element.
+/// the remote address, key, immediate or atomic operands it uses (its row of the opcode table,
+/// visit_send_opcode), and its data, inline or as its element (unless the row's put took it).
 [[gnu::always_inline]] inline void put_extended(ibv_qp_ex* qpx, const SendRequest& request) {
   const ibv_send_wr& wr = request.native();
   qpx->wr_id = wr.wr_id;
   qpx->wr_flags = wr.send_flags;
-  switch (request.opcode()) {
-    case SendOpcode::send: ibv_wr_send(qpx); break;
-    case SendOpcode::send_with_immediate: ibv_wr_send_imm(qpx, wr.imm_data); break;
-    case SendOpcode::rdma_write:
-      ibv_wr_rdma_write(qpx, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr);
-      break;
-    case SendOpcode::rdma_write_with_immediate:
-      ibv_wr_rdma_write_imm(qpx, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr, wr.imm_data);
-      break;
-    case SendOpcode::rdma_read:
-      ibv_wr_rdma_read(qpx, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr);
-      break;
-    case SendOpcode::atomic_fetch_and_add:
-      ibv_wr_atomic_fetch_add(qpx, wr.wr.atomic.rkey, wr.wr.atomic.remote_addr,
-                              wr.wr.atomic.compare_add);
-      break;
-    case SendOpcode::atomic_compare_and_swap:
-      ibv_wr_atomic_cmp_swp(qpx, wr.wr.atomic.rkey, wr.wr.atomic.remote_addr,
-                            wr.wr.atomic.compare_add, wr.wr.atomic.swap);
-      break;
-  }
+  // The opcode's ibv_wr_* call, from its row of the opcode table (inlined: a switch).
+  const bool data =
+      visit_send_opcode(request.opcode(), [qpx, &wr](const SendOpcodeTraits& traits, auto put) {
+        put(qpx, wr);
+        return traits.extended_data;
+      });
+  if (!data) return;
   if (wr.num_sge == 0) {
     ibv_wr_set_sge_list(qpx, 0, nullptr);
   } else if (request.is_inline()) {

@@ -5,12 +5,14 @@
 
 #include <infiniband/verbs.h>
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
@@ -18,7 +20,9 @@
 
 namespace ibv {
 
-/// What a send-queue work request does.
+/// What a send-queue work request does. The enumerators count up from 0 without gaps (the
+/// opcode table and the masks derived from it are indexed by them); a new one gets its row in
+/// visit_send_opcode() below, which -Wswitch insists on.
 enum class SendOpcode : std::uint8_t {
   send,                 ///< Two-sided: consumes a receive posted by the peer.
   send_with_immediate,  ///< Send carrying 32 bits of immediate data to the receive completion.
@@ -31,56 +35,221 @@ enum class SendOpcode : std::uint8_t {
                               ///< value; returns its old value either way.
 };
 
-/// Whether `opcode` is one of the two atomics.
-[[nodiscard]] constexpr bool is_atomic(SendOpcode opcode) noexcept {
-  return opcode == SendOpcode::atomic_fetch_and_add ||
-         opcode == SendOpcode::atomic_compare_and_swap;
-}
-/// Whether a request of `opcode` has a remote region: writes, reads and atomics (the opcodes
-/// from rdma_write on), not sends.
-[[nodiscard]] constexpr bool has_remote_region(SendOpcode opcode) noexcept {
-  return opcode >= SendOpcode::rdma_write;
-}
-/// Whether a request of `opcode` may carry its data inline: sends and writes (the opcodes
-/// declared before rdma_read), not reads or atomics, whose local memory is written.
-[[nodiscard]] constexpr bool may_be_inline(SendOpcode opcode) noexcept {
-  return opcode < SendOpcode::rdma_read;
-}
-
 /// Size of the word an atomic operates on, and of its local result buffer.
 inline constexpr std::uint32_t kAtomicWordSize = 8;
 
-/// Everything the library knows of one SendOpcode, in one table (send_opcode_traits): adding
-/// an opcode means adding its row, its named constructor below and its operation type
-/// (ibv/channel/operation.hpp), and nothing else.
+/// Where a request keeps its remote region in the verbs request: none (a send), wr.rdma
+/// (writes, reads) or wr.atomic (fetch-and-add, compare-and-swap).
+enum class RemoteFields : std::uint8_t { none, rdma, atomic };
+
+/// Everything the library knows of one SendOpcode: its row in the opcode table
+/// (visit_send_opcode). The post paths, the checks, the masks and the names in messages all
+/// read it, so adding an opcode means its enumerator, its row and its SendRequest factory (this
+/// file), its operation type (ibv/channel/operation.hpp) and, for a new completion opcode, its
+/// WorkOpcode (ibv/verbs/work_completion.hpp).
 struct SendOpcodeTraits {
   ibv_wr_opcode native;        ///< what the device is asked to do
   WorkOpcode completion;       ///< the opcode of the request's completion
   std::string_view name;       ///< the enumerator's name, for to_string()
   std::string_view operation;  ///< the name a Channel's messages use ("write", "fetch_add")
+  std::string_view kind;       ///< what messages call it ("an RDMA read", "an atomic")
+  RemoteFields remote = RemoteFields::none;  ///< where its remote region is kept
+  std::string_view region = {};  ///< what messages call its remote region ("destination")
+  bool atomic = false;           ///< an 8-byte word operation: the checks of atomics apply
+  bool may_be_inline = false;    ///< its data may go inline (sends and writes)
+  /// Whether the extended post interface takes its data (its element, or inline) after the
+  /// opcode's ibv_wr_* call, as ibv_wr_set_sge / ibv_wr_set_inline_data.
+  bool extended_data = true;
 };
 
-/// The row of `opcode` in the opcode table.
-[[nodiscard]] constexpr SendOpcodeTraits send_opcode_traits(SendOpcode opcode) noexcept {
+/// Calls `visit(traits, put)` with the row of `opcode` in the opcode table: its traits and
+/// `put(ibv_qp_ex*, const ibv_send_wr&)`, the ibv_wr_* call of the extended post interface
+/// that starts a request of that opcode with the operands it uses. The one switch over the
+/// opcodes: everything else derives from it (send_opcode_traits, the masks, the extended post,
+/// which inlines to the switch it was before). A value that is no enumerator gets a row named
+/// "unknown" whose put (detail::NoPut) does nothing.
+namespace detail {
+/// The put of a value that is no enumerator: nothing.
+struct NoPut {
+  void operator()(ibv_qp_ex* /*qpx*/, const ibv_send_wr& /*wr*/) const noexcept {}
+};
+}  // namespace detail
+template <typename Visitor>
+[[gnu::always_inline]] constexpr decltype(auto) visit_send_opcode(SendOpcode opcode,
+                                                                  Visitor&& visit) {
   switch (opcode) {
-    case SendOpcode::send: return {IBV_WR_SEND, WorkOpcode::send, "send", "send"};
+    case SendOpcode::send:
+      return visit(SendOpcodeTraits{.native = IBV_WR_SEND,
+                                    .completion = WorkOpcode::send,
+                                    .name = "send",
+                                    .operation = "send",
+                                    .kind = "a send",
+                                    .may_be_inline = true},
+                   [](ibv_qp_ex* qpx, const ibv_send_wr&) { ibv_wr_send(qpx); });
     case SendOpcode::send_with_immediate:
-      return {IBV_WR_SEND_WITH_IMM, WorkOpcode::send, "send_with_immediate", "send_with_immediate"};
+      return visit(
+          SendOpcodeTraits{.native = IBV_WR_SEND_WITH_IMM,
+                           .completion = WorkOpcode::send,
+                           .name = "send_with_immediate",
+                           .operation = "send_with_immediate",
+                           .kind = "a send with immediate",
+                           .may_be_inline = true},
+          [](ibv_qp_ex* qpx, const ibv_send_wr& wr) { ibv_wr_send_imm(qpx, wr.imm_data); });
     case SendOpcode::rdma_write:
-      return {IBV_WR_RDMA_WRITE, WorkOpcode::rdma_write, "rdma_write", "write"};
+      return visit(SendOpcodeTraits{.native = IBV_WR_RDMA_WRITE,
+                                    .completion = WorkOpcode::rdma_write,
+                                    .name = "rdma_write",
+                                    .operation = "write",
+                                    .kind = "an RDMA write",
+                                    .remote = RemoteFields::rdma,
+                                    .region = "destination",
+                                    .may_be_inline = true},
+                   [](ibv_qp_ex* qpx, const ibv_send_wr& wr) {
+                     ibv_wr_rdma_write(qpx, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr);
+                   });
     case SendOpcode::rdma_write_with_immediate:
-      return {IBV_WR_RDMA_WRITE_WITH_IMM, WorkOpcode::rdma_write, "rdma_write_with_immediate",
-              "write_with_immediate"};
+      return visit(SendOpcodeTraits{.native = IBV_WR_RDMA_WRITE_WITH_IMM,
+                                    .completion = WorkOpcode::rdma_write,
+                                    .name = "rdma_write_with_immediate",
+                                    .operation = "write_with_immediate",
+                                    .kind = "an RDMA write with immediate",
+                                    .remote = RemoteFields::rdma,
+                                    .region = "destination",
+                                    .may_be_inline = true},
+                   [](ibv_qp_ex* qpx, const ibv_send_wr& wr) {
+                     ibv_wr_rdma_write_imm(qpx, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr,
+                                           wr.imm_data);
+                   });
     case SendOpcode::rdma_read:
-      return {IBV_WR_RDMA_READ, WorkOpcode::rdma_read, "rdma_read", "read"};
+      return visit(SendOpcodeTraits{.native = IBV_WR_RDMA_READ,
+                                    .completion = WorkOpcode::rdma_read,
+                                    .name = "rdma_read",
+                                    .operation = "read",
+                                    .kind = "an RDMA read",
+                                    .remote = RemoteFields::rdma,
+                                    .region = "source"},
+                   [](ibv_qp_ex* qpx, const ibv_send_wr& wr) {
+                     ibv_wr_rdma_read(qpx, wr.wr.rdma.rkey, wr.wr.rdma.remote_addr);
+                   });
     case SendOpcode::atomic_fetch_and_add:
-      return {IBV_WR_ATOMIC_FETCH_AND_ADD, WorkOpcode::fetch_and_add, "atomic_fetch_and_add",
-              "fetch_add"};
+      return visit(SendOpcodeTraits{.native = IBV_WR_ATOMIC_FETCH_AND_ADD,
+                                    .completion = WorkOpcode::fetch_and_add,
+                                    .name = "atomic_fetch_and_add",
+                                    .operation = "fetch_add",
+                                    .kind = "an atomic",
+                                    .remote = RemoteFields::atomic,
+                                    .region = "target",
+                                    .atomic = true},
+                   [](ibv_qp_ex* qpx, const ibv_send_wr& wr) {
+                     ibv_wr_atomic_fetch_add(qpx, wr.wr.atomic.rkey, wr.wr.atomic.remote_addr,
+                                             wr.wr.atomic.compare_add);
+                   });
     case SendOpcode::atomic_compare_and_swap:
-      return {IBV_WR_ATOMIC_CMP_AND_SWP, WorkOpcode::compare_and_swap, "atomic_compare_and_swap",
-              "compare_swap"};
+      return visit(SendOpcodeTraits{.native = IBV_WR_ATOMIC_CMP_AND_SWP,
+                                    .completion = WorkOpcode::compare_and_swap,
+                                    .name = "atomic_compare_and_swap",
+                                    .operation = "compare_swap",
+                                    .kind = "an atomic",
+                                    .remote = RemoteFields::atomic,
+                                    .region = "target",
+                                    .atomic = true},
+                   [](ibv_qp_ex* qpx, const ibv_send_wr& wr) {
+                     ibv_wr_atomic_cmp_swp(qpx, wr.wr.atomic.rkey, wr.wr.atomic.remote_addr,
+                                           wr.wr.atomic.compare_add, wr.wr.atomic.swap);
+                   });
   }
-  return {IBV_WR_SEND, WorkOpcode::send, "unknown", "post"};  // not an enumerator
+  return visit(SendOpcodeTraits{.native = IBV_WR_SEND,
+                                .completion = WorkOpcode::send,
+                                .name = "unknown",
+                                .operation = "post",
+                                .kind = "an unknown opcode",
+                                .extended_data = false},
+               detail::NoPut{});
+}
+
+/// How many opcodes the table has: the enumerators, from 0 up to the first value without a row.
+inline constexpr unsigned kSendOpcodeCount = [] {
+  const auto has_row = [](unsigned code) {
+    return visit_send_opcode(static_cast<SendOpcode>(code), [](const SendOpcodeTraits&, auto put) {
+      return !std::is_same_v<decltype(put), detail::NoPut>;
+    });
+  };
+  unsigned count = 0;
+  while (has_row(count)) ++count;
+  return count;
+}();
+
+namespace detail {
+/// The traits of every row, by opcode, and last the "unknown" row: send_opcode_traits() is a
+/// load, not the switch.
+inline constexpr auto kSendOpcodeTraits = [] {
+  std::array<SendOpcodeTraits, kSendOpcodeCount + 1> rows{};
+  for (unsigned code = 0; code <= kSendOpcodeCount; ++code) {
+    rows[code] = visit_send_opcode(static_cast<SendOpcode>(code),
+                                   [](const SendOpcodeTraits& traits, auto) { return traits; });
+  }
+  return rows;
+}();
+}  // namespace detail
+
+/// The row of `opcode` in the opcode table (the "unknown" row for a value that is no
+/// enumerator).
+[[nodiscard]] constexpr const SendOpcodeTraits& send_opcode_traits(SendOpcode opcode) noexcept {
+  const auto code = static_cast<unsigned>(opcode);
+  return detail::kSendOpcodeTraits[code < kSendOpcodeCount ? code : kSendOpcodeCount];
+}
+
+namespace detail {
+/// Bit `opcode` set for each opcode whose row says `field` (or, with `remote`, has a remote
+/// region).
+[[nodiscard]] constexpr std::uint64_t send_opcode_mask(bool SendOpcodeTraits::*field,
+                                                       bool remote = false) noexcept {
+  std::uint64_t mask = 0;
+  for (unsigned code = 0; code < kSendOpcodeCount; ++code) {
+    const SendOpcodeTraits& traits = send_opcode_traits(static_cast<SendOpcode>(code));
+    if (remote ? traits.remote != RemoteFields::none : traits.*field) {
+      mask |= std::uint64_t{1} << code;
+    }
+  }
+  return mask;
+}
+static_assert(kSendOpcodeCount <= 64, "the opcode masks have a bit per opcode");
+/// The opcodes that are atomics, that may be inline and that have a remote region (bit
+/// `opcode`).
+inline constexpr std::uint64_t kAtomicOpcodes = send_opcode_mask(&SendOpcodeTraits::atomic);
+inline constexpr std::uint64_t kInlineOpcodes = send_opcode_mask(&SendOpcodeTraits::may_be_inline);
+inline constexpr std::uint64_t kRemoteOpcodes = send_opcode_mask(nullptr, true);
+
+/// Whether bit `opcode` of `Mask` is set. One compare when the set bits are a run (the
+/// enumerators are ordered so that they are: the predicates below are asked on every post),
+/// else a shift and a mask.
+template <std::uint64_t Mask>
+[[nodiscard]] constexpr bool in_opcode_set(SendOpcode opcode) noexcept {
+  const auto code = static_cast<unsigned>(opcode);
+  if constexpr (Mask == 0) {
+    return false;
+  } else if constexpr (constexpr std::uint64_t run = Mask >> std::countr_zero(Mask);
+                       (run & (run + 1)) == 0) {
+    return code - static_cast<unsigned>(std::countr_zero(Mask)) <
+           static_cast<unsigned>(std::popcount(Mask));
+  } else {
+    return ((Mask >> code) & 1U) != 0;
+  }
+}
+}  // namespace detail
+
+/// Whether `opcode` is an atomic (its row's `atomic`).
+[[nodiscard]] constexpr bool is_atomic(SendOpcode opcode) noexcept {
+  return detail::in_opcode_set<detail::kAtomicOpcodes>(opcode);
+}
+/// Whether a request of `opcode` has a remote region: writes, reads and atomics, not sends.
+[[nodiscard]] constexpr bool has_remote_region(SendOpcode opcode) noexcept {
+  return detail::in_opcode_set<detail::kRemoteOpcodes>(opcode);
+}
+/// Whether a request of `opcode` may carry its data inline (its row's `may_be_inline`): sends
+/// and writes, not reads or atomics, whose local memory is written.
+[[nodiscard]] constexpr bool may_be_inline(SendOpcode opcode) noexcept {
+  return detail::in_opcode_set<detail::kInlineOpcodes>(opcode);
 }
 
 /// The enumerator's name: "send", "rdma_write_with_immediate", "atomic_fetch_and_add", ...
@@ -331,7 +500,7 @@ inline void SendRequest::set_remote(const RemoteMemoryRegion& remote) noexcept {
 
 inline std::optional<RemoteMemoryRegion> SendRequest::remote() const {
   if (!has_remote_region(opcode_)) return std::nullopt;
-  const bool atomic = is_atomic(opcode_);
+  const bool atomic = send_opcode_traits(opcode_).remote == RemoteFields::atomic;
   // A region that was whole when the request was made: address + length does not overflow.
   RemoteMemoryRegion region(atomic ? wr_.wr.atomic.remote_addr : wr_.wr.rdma.remote_addr,
                             remote_limit_, atomic ? wr_.wr.atomic.rkey : wr_.wr.rdma.rkey);
