@@ -141,6 +141,7 @@ std::string_view to_string(ErrorKind kind) noexcept {
     case ErrorKind::protocol: return "protocol";
     case ErrorKind::connection: return "connection";
     case ErrorKind::receiver_not_ready: return "receiver_not_ready";
+    case ErrorKind::peer_gone: return "peer_gone";
   }
   return "unknown";
 }
@@ -195,7 +196,7 @@ int errno_for(WorkStatus status) {
 ErrorKind kind_for(WorkStatus status) {
   switch (status) {
     case WorkStatus::retry_exceeded:
-    case WorkStatus::response_timeout: return ErrorKind::connection;
+    case WorkStatus::response_timeout: return ErrorKind::peer_gone;
     case WorkStatus::rnr_retry_exceeded: return ErrorKind::receiver_not_ready;
     case WorkStatus::remote_access_error:
     case WorkStatus::local_protection_error:
@@ -207,6 +208,8 @@ ErrorKind kind_for(WorkStatus status) {
   }
 }
 }  // namespace
+
+ErrorKind kind_of(WorkStatus status) noexcept { return kind_for(status); }
 
 WorkError::WorkError(const WorkCompletion& completion, std::string_view context)
     : Error(kind_for(completion.status()), context.empty() ? "work request" : context,

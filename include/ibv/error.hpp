@@ -30,15 +30,26 @@ enum class ErrorKind {
   state,               ///< The object is not in a state where the operation is allowed.
   protocol,            ///< A peer sent something that breaks the protocol: garbage, an unknown or
                        ///< duplicate rank, an oversized or truncated message.
-  connection,          ///< A peer could not be reached (a request it never acknowledged ends
-                       ///< as retry_exceeded), or closed the connection.
+  connection,          ///< A connection could not be made in the first place: an rdma_cm
+                       ///< connect refused, unreachable or rejected, a bootstrap service (PMIx)
+                       ///< not there, a stranger's connection that broke before it said who it
+                       ///< is. A peer that was there and then vanished is peer_gone.
   receiver_not_ready,  ///< The peer had no receive posted for a send or write with immediate,
                        ///< through all RNR retries: a fault of the application's protocol (too
                        ///< few receives, or posted too late), not a slow or lost peer.
+  peer_gone,           ///< A peer that was connected vanished: a request it never acknowledged
+                       ///< (retry_exceeded, response_timeout: its process, queue pair, device
+                       ///< or link is gone), a barrier's signal to it that failed so, a
+                       ///< bootstrap connection it closed or broke. The same kind on channels,
+                       ///< MultiChannel, barriers and the bootstrap.
 };
 
 /// Name of an ErrorKind, e.g. "invalid_argument".
 [[nodiscard]] std::string_view to_string(ErrorKind kind) noexcept;
+
+/// The kind of a failed completion's `status` (as listed on ibv::WorkStatus), e.g. peer_gone for
+/// retry_exceeded; the kind WorkError has for it.
+[[nodiscard]] ErrorKind kind_of(WorkStatus status) noexcept;
 
 /// Every failure the library reports by exception is an ibv::Error (a std::system_error whose
 /// code is the errno, in std::generic_category). `what()` reads as one sentence: the operation

@@ -146,6 +146,17 @@ TEST(ErrorKind, NamesAreTheEnumeratorNames) {
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::protocol), "protocol");
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::connection), "connection");
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::receiver_not_ready), "receiver_not_ready");
+  EXPECT_EQ(ibv::to_string(ibv::ErrorKind::peer_gone), "peer_gone");
+}
+
+// A vanished peer is one kind, peer_gone, distinct from connection (could not connect at all).
+TEST(ErrorKind, PeerGoneIsItsOwnKindAndTheKindOfAnUnacknowledgedRequest) {
+  EXPECT_NE(ibv::ErrorKind::peer_gone, ibv::ErrorKind::connection);
+  EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::retry_exceeded), ibv::ErrorKind::peer_gone);
+  EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::response_timeout), ibv::ErrorKind::peer_gone);
+  EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::rnr_retry_exceeded), ibv::ErrorKind::receiver_not_ready);
+  EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::remote_access_error), ibv::ErrorKind::permission);
+  EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::work_request_flushed), ibv::ErrorKind::state);
 }
 
 TEST(ErrorKind, ProtocolAndConnectionErrorsKeepTheirKindAndErrno) {
