@@ -154,6 +154,13 @@ Error::Error(ErrorKind kind, std::string_view operation, int errno_value, std::s
       operation_(operation),
       hint_(hint) {}
 
+Error Error::cancelled_channel(std::string_view operation, std::string_view detail,
+                               std::string_view hint) {
+  Error error(ErrorKind::timeout, operation, ETIMEDOUT, detail, hint);
+  error.set_channel_cancelled();
+  return error;
+}
+
 void throw_invalid_argument(std::string_view operation, std::string_view argument,
                             std::string_view problem) {
   std::string detail(argument);
@@ -247,6 +254,8 @@ BatchError::BatchError(std::string_view operation, std::exception_ptr body_error
             batch_errno(failed, !timed_out.empty()), description),
       body_error_(std::move(body_error)),
       failed_(std::move(failed)),
-      timed_out_(std::move(timed_out)) {}
+      timed_out_(std::move(timed_out)) {
+  if (!timed_out_.empty()) set_channel_cancelled();  // the scope cancelled them (ScopeWork::settle)
+}
 
 }  // namespace ibv

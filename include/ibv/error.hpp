@@ -72,9 +72,25 @@ class Error : public std::system_error {
   [[nodiscard]] const std::string& hint() const noexcept { return hint_; }
   /// The whole sentence: operation, detail, strerror, hint.
   [[nodiscard]] const char* what() const noexcept override { return message_->c_str(); }
+  /// Whether this failure cancelled a channel: a timeout of a blocking call (Channel::execute
+  /// and the named calls), of a scope's drain or of a co_await gave up on a request, so the
+  /// channel moved its queue pair to the error state and refuses further work (its state()
+  /// says cancelled). False for every other error, and for a timeout that left the channel
+  /// usable (PendingWork::wait, wait_for: the request is still pending). Kind timeout both ways.
+  [[nodiscard]] bool channel_cancelled() const noexcept { return channel_cancelled_; }
+
+  /// The timeout Error of a call that gave up on a request and cancelled its channel: kind
+  /// timeout, ETIMEDOUT, channel_cancelled() true.
+  [[nodiscard]] static Error cancelled_channel(std::string_view operation, std::string_view detail,
+                                               std::string_view hint = {});
+
+ protected:
+  /// Marks this Error as one that cancelled a channel (see channel_cancelled()).
+  void set_channel_cancelled() noexcept { channel_cancelled_ = true; }
 
  private:
   ErrorKind kind_;
+  bool channel_cancelled_ = false;
   std::shared_ptr<const std::string> message_;  // shared: copying an exception must not throw
   std::string operation_;
   std::string hint_;
@@ -116,7 +132,9 @@ class WorkError : public Error {
 /// work at the exit (or a MultiChannel call to several peers waited for all of them), and the
 /// scope body's own exception if it threw too. what() names them all (in a MultiChannel batch,
 /// with the peer of each). kind() is timeout if a request did not complete in time, else the
-/// kind of the failed completions when they agree, else driver; errno_value() likewise.
+/// kind of the failed completions when they agree, else driver; errno_value() likewise. A
+/// request that did not complete in time was cancelled, and its channel with it: then
+/// channel_cancelled() is true.
 class BatchError : public Error {
  public:
   /// `description` is what() after the operation's name (made by the scope).

@@ -159,6 +159,23 @@ TEST(ErrorKind, PeerGoneIsItsOwnKindAndTheKindOfAnUnacknowledgedRequest) {
   EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::work_request_flushed), ibv::ErrorKind::state);
 }
 
+// Only the timeout that cancelled a channel says so; other errors, timeouts included, do not.
+TEST(Error, ChannelCancelledIsTrueOnlyForTheTimeoutThatCancelledAChannel) {
+  const ibv::Error cancelled =
+      ibv::Error::cancelled_channel("Channel::execute", "receive wr_id 3 did not complete", "h");
+  EXPECT_TRUE(cancelled.channel_cancelled());
+  EXPECT_EQ(cancelled.kind(), ibv::ErrorKind::timeout);
+  EXPECT_EQ(cancelled.errno_value(), ETIMEDOUT);
+  EXPECT_EQ(cancelled.operation(), "Channel::execute");
+  EXPECT_EQ(cancelled.hint(), "h");
+  const ibv::Error copy = cancelled;  // NOLINT(performance-unnecessary-copy-initialization)
+  EXPECT_TRUE(copy.channel_cancelled());
+
+  const ibv::Error timeout(ibv::ErrorKind::timeout, "PendingWork::wait", ETIMEDOUT, "still pending");
+  EXPECT_FALSE(timeout.channel_cancelled());
+  EXPECT_FALSE(ibv::Error(ibv::ErrorKind::driver, "op", EIO, "x").channel_cancelled());
+}
+
 TEST(ErrorKind, ProtocolAndConnectionErrorsKeepTheirKindAndErrno) {
   const ibv::Error protocol(ibv::ErrorKind::protocol, "Exchanger::exchange", EPROTO,
                             "rank 2 sent a message with magic 0x47455420");
