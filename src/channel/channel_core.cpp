@@ -415,13 +415,14 @@ void give_up(ChannelCore& core, std::uint64_t wr_id, std::string_view cancelled_
 }
 
 void throw_given_up(std::string_view operation, const std::string& reason) {
-  throw Error::cancelled_channel(operation,
-              reason +
-                  "; the channel cancelled it (its queue pair is now in the error state, so "
-                  "the device touches none of its buffers) and refuses further work",
-              "build a new channel; to wait for messages with a timeout and go on, take them "
-              "from a SharedReceivePool (Channel::receive_message), where a timeout costs "
-              "nothing");
+  throw Error::cancelled_channel(
+      operation,
+      reason +
+          "; the channel cancelled it (its queue pair is now in the error state, so "
+          "the device touches none of its buffers) and refuses further work",
+      "build a new channel; to wait for messages with a timeout and go on, take them "
+      "from a SharedReceivePool (Channel::receive_message), where a timeout costs "
+      "nothing");
 }
 
 void ChannelCore::throw_cancelled() const {

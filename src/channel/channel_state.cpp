@@ -9,8 +9,7 @@ namespace ibv {
 std::string ChannelState::to_string() const {
   switch (condition_) {
     case Condition::usable: return "usable";
-    case Condition::cancelled:
-      return "cancelled by a timeout in " + std::string(operation_);
+    case Condition::cancelled: return "cancelled by a timeout in " + std::string(operation_);
     case Condition::peer_gone:
       return status_ == WorkStatus::success ? "peer gone (disconnected)"
                                             : "peer gone (" + ibv::to_string(status_) + ")";

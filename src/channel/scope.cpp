@@ -112,7 +112,7 @@ std::optional<WorkCompletion> ScopeWork::settle(Kept& kept, std::chrono::nanosec
     result.timed_out.push_back(kept.work.wr_id());
     result.timed_out_peers.push_back(kept.peer);
     kept.work.cancel(operation, whole ? timed_out("a batch's request", kept.work.wr_id(), *whole)
-                           : timed_out("a scope's request", kept.work.wr_id(), timeout));
+                                      : timed_out("a scope's request", kept.work.wr_id(), timeout));
   } catch (const WorkError& error) {
     result.failed.push_back(error.completion());
     result.failed_peers.push_back(kept.peer);

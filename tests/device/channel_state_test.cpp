@@ -79,8 +79,8 @@ TEST_F(ChannelStateTest, AFreshChannelIsUsable) {
 // A blocking receive that never gets a message: execute() gives up, which cancels the channel;
 // the Error says so (kind timeout, channel_cancelled()), and so does state(), naming the call.
 TEST_F(ChannelStateTest, ATimedOutExecuteCancelsTheChannelAndTheErrorSaysSo) {
-  const auto error = ibv_test::error_of(
-      [&] { (void)b->execute(op::Receive{.into = scatter_b(0, 256)}, 200ms); });
+  const auto error =
+      ibv_test::error_of([&] { (void)b->execute(op::Receive{.into = scatter_b(0, 256)}, 200ms); });
   ASSERT_TRUE(error.has_value());
   EXPECT_EQ(error->kind(), ErrorKind::timeout) << error->what();
   EXPECT_TRUE(error->channel_cancelled()) << error->what();

@@ -171,7 +171,8 @@ TEST(Error, ChannelCancelledIsTrueOnlyForTheTimeoutThatCancelledAChannel) {
   const ibv::Error copy = cancelled;  // NOLINT(performance-unnecessary-copy-initialization)
   EXPECT_TRUE(copy.channel_cancelled());
 
-  const ibv::Error timeout(ibv::ErrorKind::timeout, "PendingWork::wait", ETIMEDOUT, "still pending");
+  const ibv::Error timeout(ibv::ErrorKind::timeout, "PendingWork::wait", ETIMEDOUT,
+                           "still pending");
   EXPECT_FALSE(timeout.channel_cancelled());
   EXPECT_FALSE(ibv::Error(ibv::ErrorKind::driver, "op", EIO, "x").channel_cancelled());
 }

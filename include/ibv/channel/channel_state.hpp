@@ -56,6 +56,7 @@ class ChannelState {
     return {Condition::peer_gone, {}, WorkStatus::success};
   }
 
+  /// Which of the four it is.
   [[nodiscard]] constexpr Condition condition() const noexcept { return condition_; }
   /// Whether the channel takes work: nothing has broken it.
   [[nodiscard]] constexpr bool usable() const noexcept { return condition_ == Condition::usable; }

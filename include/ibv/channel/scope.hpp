@@ -119,8 +119,8 @@ class ScopeWork {
   /// Inline in finish(), its only caller.
   bool drain_quickly();
   static std::optional<WorkCompletion> settle(
-      Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result,
-      std::string_view operation, std::optional<std::chrono::nanoseconds> whole = std::nullopt);
+      Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result, std::string_view operation,
+      std::optional<std::chrono::nanoseconds> whole = std::nullopt);
   /// Calls `visit(kept)` for every request kept, in posting order.
   template <typename Visit>
   [[gnu::always_inline]] void for_each(Visit&& visit) {
