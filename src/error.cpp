@@ -141,6 +141,7 @@ std::string_view to_string(ErrorKind kind) noexcept {
     case ErrorKind::protocol: return "protocol";
     case ErrorKind::connection: return "connection";
     case ErrorKind::receiver_not_ready: return "receiver_not_ready";
+    case ErrorKind::peer_gone: return "peer_gone";
   }
   return "unknown";
 }
@@ -152,6 +153,13 @@ Error::Error(ErrorKind kind, std::string_view operation, int errno_value, std::s
       message_(std::make_shared<const std::string>(compose(operation, errno_value, detail, hint))),
       operation_(operation),
       hint_(hint) {}
+
+Error Error::cancelled_channel(std::string_view operation, std::string_view detail,
+                               std::string_view hint) {
+  Error error(ErrorKind::timeout, operation, ETIMEDOUT, detail, hint);
+  error.set_channel_cancelled();
+  return error;
+}
 
 void throw_invalid_argument(std::string_view operation, std::string_view argument,
                             std::string_view problem) {
@@ -195,7 +203,7 @@ int errno_for(WorkStatus status) {
 ErrorKind kind_for(WorkStatus status) {
   switch (status) {
     case WorkStatus::retry_exceeded:
-    case WorkStatus::response_timeout: return ErrorKind::connection;
+    case WorkStatus::response_timeout: return ErrorKind::peer_gone;
     case WorkStatus::rnr_retry_exceeded: return ErrorKind::receiver_not_ready;
     case WorkStatus::remote_access_error:
     case WorkStatus::local_protection_error:
@@ -207,6 +215,8 @@ ErrorKind kind_for(WorkStatus status) {
   }
 }
 }  // namespace
+
+ErrorKind kind_of(WorkStatus status) noexcept { return kind_for(status); }
 
 WorkError::WorkError(const WorkCompletion& completion, std::string_view context)
     : Error(kind_for(completion.status()), context.empty() ? "work request" : context,
@@ -244,6 +254,8 @@ BatchError::BatchError(std::string_view operation, std::exception_ptr body_error
             batch_errno(failed, !timed_out.empty()), description),
       body_error_(std::move(body_error)),
       failed_(std::move(failed)),
-      timed_out_(std::move(timed_out)) {}
+      timed_out_(std::move(timed_out)) {
+  if (!timed_out_.empty()) set_channel_cancelled();  // the scope cancelled them (ScopeWork::settle)
+}
 
 }  // namespace ibv

@@ -30,15 +30,26 @@ enum class ErrorKind {
   state,               ///< The object is not in a state where the operation is allowed.
   protocol,            ///< A peer sent something that breaks the protocol: garbage, an unknown or
                        ///< duplicate rank, an oversized or truncated message.
-  connection,          ///< A peer could not be reached (a request it never acknowledged ends
-                       ///< as retry_exceeded), or closed the connection.
+  connection,          ///< A connection could not be made in the first place: an rdma_cm
+                       ///< connect refused, unreachable or rejected, a bootstrap service (PMIx)
+                       ///< not there, a stranger's connection that broke before it said who it
+                       ///< is. A peer that was there and then vanished is peer_gone.
   receiver_not_ready,  ///< The peer had no receive posted for a send or write with immediate,
                        ///< through all RNR retries: a fault of the application's protocol (too
                        ///< few receives, or posted too late), not a slow or lost peer.
+  peer_gone,           ///< A peer that was connected vanished: a request it never acknowledged
+                       ///< (retry_exceeded, response_timeout: its process, queue pair, device
+                       ///< or link is gone), a barrier's signal to it that failed so, a
+                       ///< bootstrap connection it closed or broke. The same kind on channels,
+                       ///< MultiChannel, barriers and the bootstrap.
 };
 
 /// Name of an ErrorKind, e.g. "invalid_argument".
 [[nodiscard]] std::string_view to_string(ErrorKind kind) noexcept;
+
+/// The kind of a failed completion's `status` (as listed on ibv::WorkStatus), e.g. peer_gone for
+/// retry_exceeded; the kind WorkError has for it.
+[[nodiscard]] ErrorKind kind_of(WorkStatus status) noexcept;
 
 /// Every failure the library reports by exception is an ibv::Error (a std::system_error whose
 /// code is the errno, in std::generic_category). `what()` reads as one sentence: the operation
@@ -61,9 +72,25 @@ class Error : public std::system_error {
   [[nodiscard]] const std::string& hint() const noexcept { return hint_; }
   /// The whole sentence: operation, detail, strerror, hint.
   [[nodiscard]] const char* what() const noexcept override { return message_->c_str(); }
+  /// Whether this failure cancelled a channel: a timeout of a blocking call (Channel::execute
+  /// and the named calls), of a scope's drain or of a co_await gave up on a request, so the
+  /// channel moved its queue pair to the error state and refuses further work (its state()
+  /// says cancelled). False for every other error, and for a timeout that left the channel
+  /// usable (PendingWork::wait, wait_for: the request is still pending). Kind timeout both ways.
+  [[nodiscard]] bool channel_cancelled() const noexcept { return channel_cancelled_; }
+
+  /// The timeout Error of a call that gave up on a request and cancelled its channel: kind
+  /// timeout, ETIMEDOUT, channel_cancelled() true.
+  [[nodiscard]] static Error cancelled_channel(std::string_view operation, std::string_view detail,
+                                               std::string_view hint = {});
+
+ protected:
+  /// Marks this Error as one that cancelled a channel (see channel_cancelled()).
+  void set_channel_cancelled() noexcept { channel_cancelled_ = true; }
 
  private:
   ErrorKind kind_;
+  bool channel_cancelled_ = false;
   std::shared_ptr<const std::string> message_;  // shared: copying an exception must not throw
   std::string operation_;
   std::string hint_;
@@ -105,7 +132,9 @@ class WorkError : public Error {
 /// work at the exit (or a MultiChannel call to several peers waited for all of them), and the
 /// scope body's own exception if it threw too. what() names them all (in a MultiChannel batch,
 /// with the peer of each). kind() is timeout if a request did not complete in time, else the
-/// kind of the failed completions when they agree, else driver; errno_value() likewise.
+/// kind of the failed completions when they agree, else driver; errno_value() likewise. A
+/// request that did not complete in time was cancelled, and its channel with it: then
+/// channel_cancelled() is true.
 class BatchError : public Error {
  public:
   /// `description` is what() after the operation's name (made by the scope).

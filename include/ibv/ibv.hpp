@@ -35,6 +35,7 @@
 // Layer 2: channel, a safe point-to-point connection.
 #include "ibv/channel/channel.hpp"
 #include "ibv/channel/channel_settings.hpp"
+#include "ibv/channel/channel_state.hpp"
 #include "ibv/channel/channel_timeouts.hpp"
 #include "ibv/channel/element_list.hpp"
 #include "ibv/channel/operation.hpp"

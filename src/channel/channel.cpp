@@ -174,6 +174,7 @@ int Channel::completion_fd() const { return core_->completion_fd(); }
 void Channel::arm_completion_fd() { core_->arm_completion_fd(); }
 std::size_t Channel::consume_completion_events() { return core_->consume_completion_events(); }
 std::uint64_t Channel::inline_posts() const noexcept { return core_->inline_posts(); }
+ChannelState Channel::state() const noexcept { return core_->state(); }
 
 namespace {
 
@@ -198,7 +199,7 @@ namespace {
     const auto limit = timeout.value_or(core.timeouts().operation);
     completion = core.wait(wr_id, limit);
     if (!completion) [[unlikely]] {
-      detail::give_up(core, wr_id, "Channel::" + std::string(operation),
+      detail::give_up(core, wr_id, "Channel::execute", "Channel::" + std::string(operation),
                       detail::timed_out(operation, wr_id, limit));
     }
   }

@@ -145,7 +145,7 @@ void ChannelCore::set_monitor(std::unique_ptr<ConnectionMonitor> monitor) noexce
 
 void ChannelCore::watch(std::chrono::steady_clock::time_point now) noexcept {
   if (!monitor_ || now < next_watch_) return;
-  monitor_->poll(qp_.native());
+  if (monitor_->poll(qp_.native())) note_broken(ChannelState::disconnected());
   next_watch_ = now + std::chrono::milliseconds(1);
 }
 
@@ -275,7 +275,7 @@ bool ChannelCore::accept_folded(const WorkCompletion& completion) {
     const std::uint64_t holder = entry.wr_id;
     // The entries before it have completed (in order), before the first failure: successfully.
     retire_through(wr_id, completion.qp_number());
-    send_failed_ = true;
+    note_send_failure(completion);
     Slot* slot = find(holder);
     if (slot != nullptr && !slot->folded_failed) {
       slot->folded_failed = true;  // the first failure; the rest of the part is flushed after it
@@ -307,6 +307,8 @@ void ChannelCore::finish_rarely(Slot& slot, std::uint64_t wr_id, const WorkCompl
 }
 
 void ChannelCore::keep_shared(const WorkCompletion& completion) {
+  if (!completion.ok()) [[unlikely]]
+    note_failure(completion);
   if (shared_count_ == shared_ring_.size()) [[unlikely]] {
     // More receives completed than the queue holds: the user posted again while these waited.
     std::vector<WorkCompletion> grown(shared_ring_.size() * 2);
@@ -354,7 +356,24 @@ std::optional<WorkCompletion> ChannelCore::wait(std::uint64_t wr_id,
   return completion;
 }
 
-void ChannelCore::cancel(std::uint64_t wr_id, std::string_view reason) noexcept {
+void ChannelCore::note_broken(ChannelState state) noexcept {
+  if (condition_.load(std::memory_order_relaxed) != ChannelState::Condition::usable) return;
+  broken_ = state;
+  condition_.store(state.condition(), std::memory_order_release);
+}
+
+void ChannelCore::note_failure(const WorkCompletion& completion) noexcept {
+  note_broken(ChannelState::broken_by(completion.status()));
+}
+
+void ChannelCore::note_send_failure(const WorkCompletion& completion) noexcept {
+  send_failed_ = true;
+  note_failure(completion);
+}
+
+void ChannelCore::cancel(std::uint64_t wr_id, std::string_view operation,
+                         std::string_view reason) noexcept {
+  note_broken(ChannelState::cancelled_in(operation));
   try {
     track_untracked();  // it is outstanding too
     if (!cancelled()) cancel_reason_ = reason;
@@ -389,20 +408,21 @@ std::string timed_out(std::string_view what, std::uint64_t wr_id, std::chrono::n
          " ms";
 }
 
-void give_up(ChannelCore& core, std::uint64_t wr_id, std::string_view operation,
-             const std::string& reason) {
-  core.cancel(wr_id, reason);
+void give_up(ChannelCore& core, std::uint64_t wr_id, std::string_view cancelled_in,
+             std::string_view operation, const std::string& reason) {
+  core.cancel(wr_id, cancelled_in, reason);
   throw_given_up(operation, reason);
 }
 
 void throw_given_up(std::string_view operation, const std::string& reason) {
-  throw Error(ErrorKind::timeout, operation, ETIMEDOUT,
-              reason +
-                  "; the channel cancelled it (its queue pair is now in the error state, so "
-                  "the device touches none of its buffers) and refuses further work",
-              "build a new channel; to wait for messages with a timeout and go on, take them "
-              "from a SharedReceivePool (Channel::receive_message), where a timeout costs "
-              "nothing");
+  throw Error::cancelled_channel(
+      operation,
+      reason +
+          "; the channel cancelled it (its queue pair is now in the error state, so "
+          "the device touches none of its buffers) and refuses further work",
+      "build a new channel; to wait for messages with a timeout and go on, take them "
+      "from a SharedReceivePool (Channel::receive_message), where a timeout costs "
+      "nothing");
 }
 
 void ChannelCore::throw_cancelled() const {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "ibv/channel/channel.hpp"
+#include "ibv/channel/channel_state.hpp"
 #include "ibv/channel/post_options.hpp"
 #include "ibv/channel/shared_receive_pool.hpp"
 #include "ibv/channel/wait_mode.hpp"
@@ -60,8 +62,8 @@ class ConnectionMonitor {
   ConnectionMonitor& operator=(ConnectionMonitor&&) = delete;
   virtual ~ConnectionMonitor() = default;
   /// Looks for connection events without blocking; when the peer has disconnected, moves `qp`
-  /// to the error state so that its outstanding requests are flushed.
-  virtual void poll(ibv_qp* qp) noexcept = 0;
+  /// to the error state so that its outstanding requests are flushed, and returns true.
+  virtual bool poll(ibv_qp* qp) noexcept = 0;
   /// Starts the disconnection (the channel is being destroyed); must not block.
   virtual void disconnect() noexcept = 0;
 };
@@ -288,7 +290,7 @@ class ChannelCore : public CoreCount {
         if (completion.wr_id() == wr_id) [[likely]] {
           retire_before(wr_id, completion.qp_number());
           if (!completion.ok()) [[unlikely]]
-            send_failed_ = true;
+            note_send_failure(completion);
           handed = &completion;
         } else {
           accept(completion, 0, nullptr);
@@ -306,10 +308,18 @@ class ChannelCore : public CoreCount {
   /// then forgets `wr_id`. Afterwards the device touches no buffer of any request posted here
   /// (unless it ignored the error state for the whole drop timeout: then this is logged and
   /// the rest are discarded when they come), and every post throws ibv::Error (state) saying
-  /// `reason` (e.g. "write wr_id 7 did not complete within 5000 ms"). Never throws.
-  void cancel(std::uint64_t wr_id, std::string_view reason) noexcept;
+  /// `reason` (e.g. "write wr_id 7 did not complete within 5000 ms"). `operation` names the
+  /// call that gave up ("Channel::execute") for state(): a string literal (it is kept). Never
+  /// throws.
+  void cancel(std::uint64_t wr_id, std::string_view operation, std::string_view reason) noexcept;
   /// Whether cancel() has broken the channel.
   [[nodiscard]] bool cancelled() const noexcept { return !cancel_reason_.empty(); }
+  /// Usable, or the first reason it is not (Channel::state()). Any thread may call it.
+  [[nodiscard]] ChannelState state() const noexcept {
+    return condition_.load(std::memory_order_acquire) == ChannelState::Condition::usable
+               ? ChannelState{}
+               : broken_;
+  }
 
   /// The completion channel's fd. Throws ibv::Error (state) when the queue has none.
   [[nodiscard]] int completion_fd() const;
@@ -429,7 +439,7 @@ class ChannelCore : public CoreCount {
     untracked_ = kNoneUntracked;
     retire_before(wr_id, completion.qp_number());  // the unsignaled requests before it
     if (!completion.ok()) [[unlikely]]
-      send_failed_ = true;
+      note_send_failure(completion);
     if (wr_id == awaited && handoff != nullptr) {
       *handoff = &completion;
       return;
@@ -529,6 +539,15 @@ class ChannelCore : public CoreCount {
   const WorkCompletion* hand_out(Slot* slot, std::uint64_t wr_id);
   /// Throws the state Error of a post on a cancelled channel (naming why it was cancelled).
   [[noreturn]] void throw_cancelled() const;
+  /// Records `state` as why the channel is no longer usable, unless a reason is recorded
+  /// already (the first one is kept). Only the thread that uses the channel calls it.
+  void note_broken(ChannelState state) noexcept;
+  /// A completion failed (the queue pair is in error now): note_broken() with its status.
+  /// Out of line and cold, called from the completion loops' failure branches (inline there,
+  /// it cost a send and its receive 3 instructions more, in a scope 23: bench/hot_path/guard).
+  [[gnu::cold, gnu::noinline]] void note_failure(const WorkCompletion& completion) noexcept;
+  /// note_failure() of a send-queue request, which also marks the send queue failed.
+  [[gnu::cold, gnu::noinline]] void note_send_failure(const WorkCompletion& completion) noexcept;
   /// Polls the monitor, at most once a millisecond, while a wait goes on (`now`: its clock).
   void watch(std::chrono::steady_clock::time_point now) noexcept;
 
@@ -544,6 +563,10 @@ class ChannelCore : public CoreCount {
   std::optional<SharedReceivePool> pool_;
   bool shared_ = false;
   std::string cancel_reason_;  // why cancel() broke the channel; empty while it works
+  // state(): usable until note_broken() writes broken_ (once) and then publishes its condition
+  // here (release), so that another thread that reads a condition (acquire) reads broken_ too.
+  std::atomic<ChannelState::Condition> condition_{ChannelState::Condition::usable};
+  ChannelState broken_;
   std::uint64_t next_wr_id_ = 1;
   // Every request the channel tracks, in the slot wr_id & slot_mask_ (wr_ids are consecutive,
   // so the requests of the last slots_.size() wr_ids never share a slot). The ring holds at
@@ -658,9 +681,12 @@ inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpco
     return;
   }
   if (slot->state == State::send) {
+    // Retired before the failure is noted: retired_completion() reads send_failed_.
     retire_before(wr_id, completion.qp_number());  // touches other slots only
     if (!completion.ok()) [[unlikely]]
-      send_failed_ = true;
+      note_send_failure(completion);
+  } else if (!completion.ok()) [[unlikely]] {
+    note_failure(completion);  // a receive: the queue pair is in error too
   }
   finish(*slot, wr_id, completion, wr_id == awaited ? handoff : nullptr);
 }
@@ -762,10 +788,11 @@ inline const WorkCompletion* ChannelCore::hand_out(Slot* slot, std::uint64_t wr_
 [[nodiscard]] std::string timed_out(std::string_view what, std::uint64_t wr_id,
                                     std::chrono::nanoseconds waited);
 /// Gives up on `wr_id` of `core` because of `reason` (made by timed_out()): cancels it (see
-/// ChannelCore::cancel), then throws the timeout Error of `operation` (e.g. "Channel::write"),
-/// which says that the channel is cancelled and what to do.
-[[noreturn]] void give_up(ChannelCore& core, std::uint64_t wr_id, std::string_view operation,
-                          const std::string& reason);
+/// ChannelCore::cancel; `cancelled_in`, a string literal, is the call state() names, e.g.
+/// "Channel::execute"), then throws the timeout Error of `operation` (e.g. "Channel::write"),
+/// which says that the channel is cancelled (Error::channel_cancelled()) and what to do.
+[[noreturn]] void give_up(ChannelCore& core, std::uint64_t wr_id, std::string_view cancelled_in,
+                          std::string_view operation, const std::string& reason);
 /// The timeout Error of give_up(), for an owner that has cancelled already.
 [[noreturn]] void throw_given_up(std::string_view operation, const std::string& reason);
 

@@ -94,8 +94,8 @@ Duration PendingWork::operation_timeout() const noexcept {
   return core_ ? core_->timeouts().operation : Duration{};
 }
 
-void PendingWork::cancel(std::string_view reason) noexcept {
-  if (core_ && !completion_) core_->cancel(wr_id_, reason);
+void PendingWork::cancel(std::string_view operation, std::string_view reason) noexcept {
+  if (core_ && !completion_) core_->cancel(wr_id_, operation, reason);
   forget_core();
 }
 
@@ -110,7 +110,7 @@ void PendingWork::settle() noexcept {
                    "ibverbs-cpp: %s; cancelled (the channel's queue pair is moved to the error "
                    "state, and the channel refuses further work)\n",
                    reason.c_str());
-      core_->cancel(wr_id_, reason);
+      core_->cancel(wr_id_, "PendingWork::~PendingWork", reason);
     } else if (!completion->ok()) {
       std::fprintf(stderr, "ibverbs-cpp: PendingWork dropped unpolled, and it failed: %s\n",
                    completion->to_string().c_str());

@@ -104,12 +104,13 @@ PendingWork& ScopeWork::keep_spilled(ChannelCore& core, std::uint64_t wr_id,
 
 void ScopeWork::forget_all() noexcept { destroy_kept(); }
 
-void ScopeWork::settle(Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result) {
+void ScopeWork::settle(Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result,
+                       std::string_view operation) {
   try {
     if (kept.work.wait_for(timeout)) return;
     result.timed_out.push_back(kept.work.wr_id());
     result.timed_out_peers.push_back(kept.peer);
-    kept.work.cancel(timed_out("a scope's request", kept.work.wr_id(), timeout));
+    kept.work.cancel(operation, timed_out("a scope's request", kept.work.wr_id(), timeout));
   } catch (const WorkError& error) {
     result.failed.push_back(error.completion());
     result.failed_peers.push_back(kept.peer);
@@ -124,7 +125,7 @@ void ScopeWork::settle(Kept& kept, std::chrono::nanoseconds timeout, DrainResult
   return true;
 }
 
-void ScopeWork::drain(DrainResult& result, bool note_unpolled) {
+void ScopeWork::drain(DrainResult& result, std::string_view operation, bool note_unpolled) {
   for_each([&](Kept& kept) {
     // a request the caller saw complete, or moved out of the scope: the caller's business
     if (kept.work.is_complete() || !kept.work.core_) return;
@@ -134,7 +135,7 @@ void ScopeWork::drain(DrainResult& result, bool note_unpolled) {
     } else if (settled_quickly(kept.work)) {
       return;
     }
-    settle(kept, kept.work.operation_timeout(), result);
+    settle(kept, kept.work.operation_timeout(), result, operation);
   });
   clear();  // every handle is settled or cancelled: their destructors do not wait
 }
@@ -160,7 +161,7 @@ void ScopeWork::finish(std::string_view operation, const std::exception_ptr& bod
 
 void ScopeWork::finish_slowly(std::string_view operation, const std::exception_ptr& body_error) {
   DrainResult result;  // unpolled requests are normal here: the scope waits for them
-  drain(result, false);
+  drain(result, operation, false);
   if (result.failed.empty() && result.timed_out.empty()) {
     if (body_error) std::rethrow_exception(body_error);
     return;
@@ -179,7 +180,7 @@ void ScopeWork::finish_unfinished(std::string_view operation) noexcept {
 
 void ScopeWork::close(std::string_view operation) {
   DrainResult result;
-  drain(result);
+  drain(result, operation);
   if (const auto problem = manual_scope_problem(result); !problem.empty()) {
     throw Error(ErrorKind::state, operation, EINVAL, problem,
                 "a manual scope expects every request to be polled or waited on; use a scope "
@@ -190,7 +191,7 @@ void ScopeWork::close(std::string_view operation) {
 void ScopeWork::abandon(std::string_view operation) noexcept {
   DrainResult result;
   try {
-    drain(result);
+    drain(result, operation);
     if (const auto problem = manual_scope_problem(result); !problem.empty()) {
       std::fprintf(stderr, "ibverbs-cpp: BUG: %s (%.*s destroyed without close())\n",
                    problem.c_str(), static_cast<int>(operation.size()), operation.data());

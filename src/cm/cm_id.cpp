@@ -172,10 +172,13 @@ void throw_event_error(const rdma_cm_event& event, std::string_view operation,
   }
 }
 
-void CmConnection::poll(ibv_qp* qp) noexcept {
+bool CmConnection::poll(ibv_qp* qp) noexcept {
+  bool peer_gone = false;
   rdma_cm_event* raw = nullptr;
   while (rdma_get_cm_event(endpoint_.channel.get(), &raw) == 0) {
     const CmEvent event(raw);
+    // A disconnect is the peer going away; a device removal is this side's device going.
+    peer_gone = peer_gone || event->event == RDMA_CM_EVENT_DISCONNECTED;
     if (event->event == RDMA_CM_EVENT_DISCONNECTED ||
         event->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
       // The peer is gone: flush everything outstanding instead of letting it wait for its
@@ -187,6 +190,7 @@ void CmConnection::poll(ibv_qp* qp) noexcept {
       disconnected_ = true;
     }
   }
+  return peer_gone;
 }
 
 void CmConnection::disconnect() noexcept {

@@ -83,7 +83,7 @@ class CmEvent {
 class CmConnection final : public ConnectionMonitor {
  public:
   explicit CmConnection(CmEndpoint endpoint) noexcept : endpoint_(std::move(endpoint)) {}
-  void poll(ibv_qp* qp) noexcept override;
+  bool poll(ibv_qp* qp) noexcept override;
   void disconnect() noexcept override;
 
  private:

@@ -87,7 +87,7 @@ WorkCompletion AsyncWork::resume_slowly() {
     return completion;
   }
   const std::string reason = detail::timed_out("an awaited request", work_.wr_id(), time_limit());
-  work_.cancel(reason);
+  work_.cancel(operation_, reason);  // operation_: a string literal (AsyncWork's contract)
   detail::throw_given_up(operation_, reason);
 }
 

@@ -366,7 +366,7 @@ void Exchanger::State::read_peer(std::uint32_t peer) {
       }
       return;
     case Progress::closed:
-      throw Error(ErrorKind::connection, kExchange, ECONNRESET,
+      throw Error(ErrorKind::peer_gone, kExchange, ECONNRESET,
                   link.name + " closed the connection " + link.received_so_far() +
                       " for exchange " + std::to_string(sequence),
                   "the peer failed or stopped: see its own error");

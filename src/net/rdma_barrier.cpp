@@ -202,7 +202,9 @@ void RdmaBarrier::reap(std::optional<Clock::time_point> deadline) {
     if (!completion) return false;
     work.reset();
     if (!completion->ok()) {
-      throw Error(ErrorKind::driver, kOperation, EIO,
+      // A signal the peer never acknowledged (retry_exceeded: it vanished) is peer_gone, as on
+      // a channel; any other failure has its completion's kind.
+      throw Error(kind_of(completion->status()), kOperation, EIO,
                   current() + ": the signal to rank " + std::to_string(peer) +
                       " failed: " + completion->to_string(),
                   "rank " + std::to_string(peer) + " may have exited or its device failed; " +

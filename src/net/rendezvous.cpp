@@ -462,7 +462,7 @@ void Rendezvous::State::read_member(std::uint32_t member) {
   switch (link.receive(expectation(MessageKind::data, member, link.name, most))) {
     case Progress::waiting: return;
     case Progress::closed:
-      throw Error(ErrorKind::connection, operation_, ECONNRESET,
+      throw Error(ErrorKind::peer_gone, operation_, ECONNRESET,
                   link.name + " closed the connection " + link.received_so_far() + " for " +
                       std::string(collective_name(collective_)) + " " + std::to_string(sequence_) +
                       ": it failed or exited",
@@ -629,7 +629,7 @@ void Rendezvous::State::read_answer() {
     case Progress::waiting: return;
     case Progress::complete: root_link_.received = true; break;
     case Progress::closed:
-      throw Error(ErrorKind::connection, operation_, ECONNRESET,
+      throw Error(ErrorKind::peer_gone, operation_, ECONNRESET,
                   root_link_.name + " closed the connection " + root_link_.received_so_far() +
                       " for " + std::string(collective_name(collective_)) + " " +
                       std::to_string(sequence_),

@@ -175,7 +175,7 @@ void throw_abort(std::span<const std::byte> payload, std::string_view operation,
   std::string text = "(no reason given)";
   if (payload.size() >= kAbortHeadSize) {
     const auto sent_kind = std::to_integer<unsigned>(payload[0]);
-    if (sent_kind <= static_cast<unsigned>(ErrorKind::receiver_not_ready)) {
+    if (sent_kind <= static_cast<unsigned>(ErrorKind::peer_gone)) {  // the last kind
       kind = static_cast<ErrorKind>(sent_kind);
     }
     error = static_cast<int>(ibv::detail::get_big_endian(payload.data() + 1, 4));
@@ -436,7 +436,7 @@ Progress Link::receive(const HeaderExpectation& expected) {
       },
       expected, error);
   if (error != 0) {
-    throw Error(ErrorKind::connection, operation, error,
+    throw Error(ErrorKind::peer_gone, operation, error,
                 name + " broke the connection " + received_so_far());
   }
   return progress;
@@ -464,7 +464,7 @@ bool Link::transmit() {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
       const int error = errno;
       const std::size_t total = out_head.size() + out_payload.size();
-      throw Error(ErrorKind::connection, operation, error,
+      throw Error(ErrorKind::peer_gone, operation, error,
                   name + " closed the connection before taking our message (" +
                       std::to_string(head_sent + payload_sent) + " of " + std::to_string(total) +
                       " bytes sent)",

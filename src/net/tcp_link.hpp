@@ -226,13 +226,13 @@ struct Link {
   void queue(std::span<const MessageHeader> headers, std::span<const std::byte> payload);
 
   /// Reads what has arrived of the current message, never past its end, checking the header as
-  /// it comes in. Throws the protocol error of a bad header, the connection error of a broken
+  /// it comes in. Throws the protocol error of a bad header, the peer_gone error of a broken
   /// connection.
   Progress receive(const HeaderExpectation& expected);
   /// "after 10 of the 24 header bytes (truncated message)" and the like.
   [[nodiscard]] std::string received_so_far() const { return in.received_so_far(); }
   /// Sends what the socket takes; true when everything queued is sent. Throws ibv::Error
-  /// (connection) when the peer is gone.
+  /// (peer_gone) when the peer is gone.
   bool transmit();
 };
 

@@ -204,6 +204,9 @@ TEST(Cm, PeerDisconnectFailsAWaitingReceive) {
   } catch (const WorkError& e) {
     EXPECT_EQ(e.status(), WorkStatus::work_request_flushed) << e.what();
   }
+  // The disconnect, not the flush it caused, is why the channel is broken.
+  EXPECT_TRUE(client.state().peer_gone()) << client.state().to_string();
+  EXPECT_EQ(client.state().status(), WorkStatus::success);
 }
 
 TEST(Cm, PeerDisconnectFailsAReceiveThatSleeps) {
@@ -241,6 +244,7 @@ TEST(Cm, PeerDisconnectFailsAReceiveThatSleeps) {
   }
   disconnect.join();
   EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
+  EXPECT_TRUE(client.state().peer_gone()) << client.state().to_string();
 }
 
 TEST(Cm, BadInputIsRejectedBeforeAnythingIsCreated) {

@@ -504,7 +504,8 @@ void expect_child_survived(ChildProcess& child, const std::string& expected_kind
 /// With the default retry count a signal to the dead rank never fails on Soft-RoCE (see
 /// kDropTimeout), so the barriers time out. With `finite_retries` this process's queue pairs
 /// retry 6 times: its signal to the dead rank then fails (retry exceeded) well before the
-/// barrier's timeout, and the barrier must say so (driver error naming the rank). Every rank of
+/// barrier's timeout, and the barrier must say so (peer_gone naming the rank, the kind a vanished
+/// peer has on a channel too). Every rank of
 /// the old world waits by `wait`.
 void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim,
                               const WaitMode& wait, bool finite_retries = false) {
@@ -550,12 +551,12 @@ void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim,
     fault.kind = to_string(error->kind());
     fault.what = error->what();
     if (finite_retries) {
-      EXPECT_EQ(error->kind(), ErrorKind::driver) << fault.what;
+      EXPECT_EQ(error->kind(), ErrorKind::peer_gone) << fault.what;
       EXPECT_NE(fault.what.find("signal to rank " + std::to_string(victim) + " failed"),
                 std::string::npos)
           << fault.what;
     } else {
-      EXPECT_TRUE(error->kind() == ErrorKind::timeout || error->kind() == ErrorKind::driver)
+      EXPECT_TRUE(error->kind() == ErrorKind::timeout || error->kind() == ErrorKind::peer_gone)
           << fault.what;
     }
     EXPECT_NE(fault.what.find(algorithm_name + " barrier"), std::string::npos) << fault.what;
@@ -566,7 +567,8 @@ void kill_a_rank_in_a_barrier(BarrierAlgorithm algorithm, std::uint32_t victim,
                                        {"poisoned", fault.what}));
   }  // this process's rank of the failed world is torn down here
   EXPECT_NO_THROW(run_new_world(worlds.new_world, worlds.test_new_rank));
-  expect_child_survived(survivor_process, "timeout driver", algorithm_name + " barrier", "state");
+  expect_child_survived(survivor_process, "timeout peer_gone", algorithm_name + " barrier",
+                        "state");
   const auto child = parse_fault(survivor_process.out());
   ASSERT_TRUE(child);
   EXPECT_TRUE(child->poisoned);
@@ -606,7 +608,7 @@ TEST(RankFaultBarrier, DisseminationRank2Killed) {
 }
 
 /// An exchange where one rank dies half way (`mode`, see exchange_rank_role): every survivor's
-/// Node build must end with a connection error naming the dead rank, well within the
+/// Node build must end with a peer_gone error naming the dead rank, well within the
 /// exchanger's timeout, leave the exchanger unusable (state), and the two survivors then build
 /// a new world.
 void kill_a_rank_in_the_exchange(const std::string& mode, std::uint32_t victim) {
@@ -638,7 +640,7 @@ void kill_a_rank_in_the_exchange(const std::string& mode, std::uint32_t victim) 
     ASSERT_TRUE(error) << "the Node was built without " << victim_name;
     fault.kind = to_string(error->kind());
     fault.what = error->what();
-    EXPECT_EQ(error->kind(), ErrorKind::connection) << fault.what;
+    EXPECT_EQ(error->kind(), ErrorKind::peer_gone) << fault.what;
     EXPECT_NE(fault.what.find(victim_name), std::string::npos) << fault.what;
     EXPECT_LT(fault.elapsed_ms, static_cast<double>(kBuildTimeout.count()));
     EXPECT_TRUE(
@@ -652,7 +654,7 @@ void kill_a_rank_in_the_exchange(const std::string& mode, std::uint32_t victim) 
   const std::int64_t died_at = std::stoll(died);
 
   EXPECT_NO_THROW(run_new_world(worlds.new_world, worlds.test_new_rank));
-  expect_child_survived(survivor_process, "connection", victim_name, "state");
+  expect_child_survived(survivor_process, "peer_gone", victim_name, "state");
   const auto child = parse_fault(survivor_process.out());
   ASSERT_TRUE(child);
   std::printf(

@@ -146,6 +146,35 @@ TEST(ErrorKind, NamesAreTheEnumeratorNames) {
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::protocol), "protocol");
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::connection), "connection");
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::receiver_not_ready), "receiver_not_ready");
+  EXPECT_EQ(ibv::to_string(ibv::ErrorKind::peer_gone), "peer_gone");
+}
+
+// A vanished peer is one kind, peer_gone, distinct from connection (could not connect at all).
+TEST(ErrorKind, PeerGoneIsItsOwnKindAndTheKindOfAnUnacknowledgedRequest) {
+  EXPECT_NE(ibv::ErrorKind::peer_gone, ibv::ErrorKind::connection);
+  EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::retry_exceeded), ibv::ErrorKind::peer_gone);
+  EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::response_timeout), ibv::ErrorKind::peer_gone);
+  EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::rnr_retry_exceeded), ibv::ErrorKind::receiver_not_ready);
+  EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::remote_access_error), ibv::ErrorKind::permission);
+  EXPECT_EQ(ibv::kind_of(ibv::WorkStatus::work_request_flushed), ibv::ErrorKind::state);
+}
+
+// Only the timeout that cancelled a channel says so; other errors, timeouts included, do not.
+TEST(Error, ChannelCancelledIsTrueOnlyForTheTimeoutThatCancelledAChannel) {
+  const ibv::Error cancelled =
+      ibv::Error::cancelled_channel("Channel::execute", "receive wr_id 3 did not complete", "h");
+  EXPECT_TRUE(cancelled.channel_cancelled());
+  EXPECT_EQ(cancelled.kind(), ibv::ErrorKind::timeout);
+  EXPECT_EQ(cancelled.errno_value(), ETIMEDOUT);
+  EXPECT_EQ(cancelled.operation(), "Channel::execute");
+  EXPECT_EQ(cancelled.hint(), "h");
+  const ibv::Error copy = cancelled;  // NOLINT(performance-unnecessary-copy-initialization)
+  EXPECT_TRUE(copy.channel_cancelled());
+
+  const ibv::Error timeout(ibv::ErrorKind::timeout, "PendingWork::wait", ETIMEDOUT,
+                           "still pending");
+  EXPECT_FALSE(timeout.channel_cancelled());
+  EXPECT_FALSE(ibv::Error(ibv::ErrorKind::driver, "op", EIO, "x").channel_cancelled());
 }
 
 TEST(ErrorKind, ProtocolAndConnectionErrorsKeepTheirKindAndErrno) {

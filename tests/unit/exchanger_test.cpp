@@ -454,7 +454,7 @@ TEST(Exchanger, ALowerRankThatNeverStartsTimesOutNamingIt) {
   EXPECT_LT(Clock::now() - start, 2500ms);
 }
 
-TEST(Exchanger, APeerThatClosesDuringAnExchangeIsAConnectionErrorThenTheExchangerIsPoisoned) {
+TEST(Exchanger, APeerThatClosesDuringAnExchangeIsPeerGoneThenTheExchangerIsPoisoned) {
   const NetworkConfig config = loopback_network(2);
   std::optional<Exchanger> leaver(std::in_place, config, 0, test_options());
   Exchanger stayer(config, 1, test_options());
@@ -465,7 +465,7 @@ TEST(Exchanger, APeerThatClosesDuringAnExchangeIsAConnectionErrorThenTheExchange
 
   leaver.reset();  // rank 0 goes away between exchanges
   const auto start = Clock::now();
-  EXPECT_TRUE(throws_error(ErrorKind::connection, [&] { static_cast<void>(stayer.exchange(1U)); },
+  EXPECT_TRUE(throws_error(ErrorKind::peer_gone, [&] { static_cast<void>(stayer.exchange(1U)); },
                            {"rank 0 (127.0.0.1, connected from 127.0.0.1:",
                             "closed the connection before sending a message for exchange 1"}));
   EXPECT_LT(Clock::now() - start, kPrompt);
@@ -488,7 +488,7 @@ TEST(Exchanger, ARankThatLeavesDuringTheBootstrapIsNamedOnEveryOtherRankPromptly
   });
   EXPECT_FALSE(outcomes[2].error.has_value()) << outcomes[2].error->what();
   for (const std::uint32_t rank : {0U, 1U, 3U}) {
-    EXPECT_TRUE(has_error(outcomes[rank], ErrorKind::connection, {"rank 2 "})) << "rank " << rank;
+    EXPECT_TRUE(has_error(outcomes[rank], ErrorKind::peer_gone, {"rank 2 "})) << "rank " << rank;
     EXPECT_LT(outcomes[rank].elapsed, kPrompt) << "rank " << rank << " waited for the deadline";
   }
 }
@@ -660,29 +660,29 @@ TEST(ExchangerHostile, AnOversizedLengthIsRejectedWithoutAllocatingIt) {
                    "(ExchangerOptions::max_message_size)"});
 }
 
-TEST(ExchangerHostile, ATruncatedHeaderIsAConnectionError) {
+TEST(ExchangerHostile, ATruncatedHeaderOfAKnownRankIsPeerGone) {
   const Attack attack = attack_rank(2, 1, [](const NetworkConfig& config) {
     Socket client = connect_to(config.host(1).port);
     const Bytes whole = data(0, 2, 0, 100);
     send_all(client, concat({hello(0, 2), Bytes(whole.begin(), whole.begin() + 10)}));
     client.close();
   });
-  expect_rejected(attack, ErrorKind::connection,
+  expect_rejected(attack, ErrorKind::peer_gone,
                   {"rank 0 (127.0.0.1, connected from 127.0.0.1:",
                    "closed the connection after 10 of the 24 header bytes (truncated message)"});
 }
 
-TEST(ExchangerHostile, ATruncatedPayloadIsAConnectionError) {
+TEST(ExchangerHostile, ATruncatedPayloadOfAKnownRankIsPeerGone) {
   const Attack attack = attack_rank(2, 1, [](const NetworkConfig& config) {
     Socket client = connect_to(config.host(1).port);
     send_all(client, concat({hello(0, 2), data(0, 2, 0, 100), pattern(40, 0)}));
     client.close();
   });
-  expect_rejected(attack, ErrorKind::connection,
+  expect_rejected(attack, ErrorKind::peer_gone,
                   {"rank 0", "after 40 of the 100 payload bytes (truncated message)"});
 }
 
-TEST(ExchangerHostile, ATruncatedHelloIsAConnectionError) {
+TEST(ExchangerHostile, ATruncatedHelloOfAStrangerIsAConnectionError) {
   const Attack attack = attack_rank(2, 1, [](const NetworkConfig& config) {
     Socket client = connect_to(config.host(1).port);
     const Bytes whole = hello(0, 2);
@@ -740,7 +740,7 @@ TEST(ExchangerHostile, ConnectionsThatSayNothingAreIgnored) {
   EXPECT_EQ(from_rank0, std::vector<std::uint32_t>{10});  // the victim's 10 bytes arrived
   // The victim is still usable, but rank 0 is gone now: the next exchange notices.
   ASSERT_TRUE(attack.second.has_value());
-  EXPECT_EQ(attack.second->kind(), ErrorKind::connection) << attack.second->what();
+  EXPECT_EQ(attack.second->kind(), ErrorKind::peer_gone) << attack.second->what();
 }
 
 TEST(ExchangerHostile, ASilentConnectionKeptOpenDoesNotHoldUpTheExchange) {
@@ -799,7 +799,7 @@ TEST(ExchangerHostile, AnAcceptorThatSendsGarbageIsRejected) {
   EXPECT_LT(outcome.elapsed, kPrompt);
 }
 
-TEST(ExchangerHostile, AnAcceptorThatClosesMidMessageIsAConnectionError) {
+TEST(ExchangerHostile, AnAcceptorThatClosesMidMessageIsPeerGone) {
   const NetworkConfig config = loopback_network(2);
   const Socket server = listen_on(config.host(1).port);
   Exchanger exchanger(config, 0, test_options());
@@ -831,7 +831,7 @@ TEST(ExchangerHostile, AnAcceptorThatClosesMidMessageIsAConnectionError) {
   send_all(connection, concat({data(1, 2, 0, 100), pattern(30, 1)}));
   connection.close();
   thread.join();
-  EXPECT_TRUE(has_error(outcome, ErrorKind::connection,
+  EXPECT_TRUE(has_error(outcome, ErrorKind::peer_gone,
                         {"rank 1 at " + address_of(config, 1),
                          "closed the connection after 30 of the 100 payload bytes (truncated "
                          "message) for exchange 0"}));

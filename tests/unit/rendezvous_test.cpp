@@ -188,7 +188,7 @@ TEST(Rendezvous, ARankThatLeavesDuringTheBootstrapIsNamedOnEveryOtherRank) {
     (void)bootstrap.all_gather_bytes(bytes_of("x"));
   });
   EXPECT_FALSE(outcomes[2].error.has_value());
-  expect_failed(outcomes, {0, 1, 3}, ErrorKind::connection, "rank 2");
+  expect_failed(outcomes, {0, 1, 3}, ErrorKind::peer_gone, "rank 2");
   // Promptly: the close is seen at once, not at the deadline.
   for (const std::uint32_t rank : {0U, 1U, 3U}) EXPECT_LT(outcomes[rank].took, 1500ms);
 }

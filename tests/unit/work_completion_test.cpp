@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Tests WorkCompletion read from hand-filled ibv_wc values, the names and explanations of work
-// statuses and opcodes, and WorkError.
+// statuses and opcodes, WorkError, and the ChannelState a failed status gives.
 #include "ibv/verbs/work_completion.hpp"
 
 #include <arpa/inet.h>
@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ibv/channel/channel_state.hpp"
 #include "ibv/error.hpp"
 #include "support/text.hpp"
 
@@ -285,7 +286,7 @@ TEST(WorkError, EveryStatusHasTheKindAndErrnoListedOnWorkStatus) {
       {IBV_WC_REM_INV_REQ_ERR, invalid_argument, EIO},
       {IBV_WC_REM_ACCESS_ERR, permission, EACCES},
       {IBV_WC_REM_OP_ERR, driver, EIO},
-      {IBV_WC_RETRY_EXC_ERR, connection, ETIMEDOUT},
+      {IBV_WC_RETRY_EXC_ERR, peer_gone, ETIMEDOUT},
       {IBV_WC_RNR_RETRY_EXC_ERR, receiver_not_ready, ECONNREFUSED},
       {IBV_WC_LOC_RDD_VIOL_ERR, driver, EIO},
       {IBV_WC_REM_INV_RD_REQ_ERR, driver, EIO},
@@ -293,7 +294,7 @@ TEST(WorkError, EveryStatusHasTheKindAndErrnoListedOnWorkStatus) {
       {IBV_WC_INV_EECN_ERR, driver, EIO},
       {IBV_WC_INV_EEC_STATE_ERR, driver, EIO},
       {IBV_WC_FATAL_ERR, driver, EIO},
-      {IBV_WC_RESP_TIMEOUT_ERR, connection, ETIMEDOUT},
+      {IBV_WC_RESP_TIMEOUT_ERR, peer_gone, ETIMEDOUT},
       {IBV_WC_GENERAL_ERR, driver, EIO},
       {IBV_WC_TM_ERR, driver, EIO},
       {IBV_WC_TM_RNDV_INCOMPLETE, driver, EIO},
@@ -341,6 +342,13 @@ TEST(BatchError, KindIsTimeoutWhenARequestTimedOut) {
   EXPECT_EQ(error.errno_value(), ETIMEDOUT);
 }
 
+// A request that timed out in a batch was cancelled, and its channel with it.
+TEST(BatchError, SaysItCancelledAChannelExactlyWhenARequestTimedOut) {
+  EXPECT_TRUE(batch({}, {2}).channel_cancelled());
+  EXPECT_FALSE(batch({failed(1, IBV_WC_RETRY_EXC_ERR)}, {}).channel_cancelled());
+  EXPECT_EQ(batch({failed(1, IBV_WC_RETRY_EXC_ERR)}, {}).kind(), ibv::ErrorKind::peer_gone);
+}
+
 TEST(BatchError, KindIsTheFailuresKindWhenTheyAgree) {
   const auto error =
       batch({failed(1, IBV_WC_RNR_RETRY_EXC_ERR), failed(2, IBV_WC_RNR_RETRY_EXC_ERR)}, {});
@@ -358,6 +366,58 @@ TEST(BatchError, KindIsDriverWhenTheFailuresDisagreeOrOnlyTheBodyFailed) {
   const auto body = batch({}, {});
   EXPECT_EQ(body.kind(), ibv::ErrorKind::driver);
   EXPECT_EQ(body.errno_value(), EIO);
+}
+
+}  // namespace
+
+namespace {
+
+// --- ChannelState: the condition a failed completion's status gives ---------------------------
+
+using ibv::ChannelState;
+using Condition = ibv::ChannelState::Condition;
+
+TEST(ChannelState, DefaultIsUsable) {
+  constexpr ChannelState state;
+  static_assert(state.usable());
+  EXPECT_EQ(state.condition(), Condition::usable);
+  EXPECT_TRUE(state.operation().empty());
+  EXPECT_EQ(state.status(), ibv::WorkStatus::success);
+  EXPECT_EQ(state.to_string(), "usable");
+}
+
+TEST(ChannelState, CancelledNamesTheCall) {
+  constexpr auto state = ChannelState::cancelled_in("Channel::scope");
+  static_assert(state.cancelled() && !state.usable());
+  EXPECT_EQ(state.operation(), "Channel::scope");
+  EXPECT_EQ(state.to_string(), "cancelled by a timeout in Channel::scope");
+  EXPECT_NE(state, ChannelState{});
+}
+
+// Every failed status: peer_gone exactly when ibv::kind_of says peer_gone, failed otherwise,
+// with the status kept.
+TEST(ChannelState, BrokenByAStatusIsPeerGoneExactlyWhereItsKindIs) {
+  for (const auto status : all_statuses()) {
+    if (status == ibv::WorkStatus::success) continue;
+    const ChannelState state = ChannelState::broken_by(status);
+    const bool gone = ibv::kind_of(status) == ibv::ErrorKind::peer_gone;
+    EXPECT_EQ(state.peer_gone(), gone) << ibv::to_string(status);
+    EXPECT_EQ(state.failed(), !gone) << ibv::to_string(status);
+    EXPECT_EQ(state.status(), status);
+    EXPECT_TRUE(state.operation().empty());
+  }
+  EXPECT_EQ(ChannelState::broken_by(ibv::WorkStatus::retry_exceeded).to_string(),
+            "peer gone (retry_exceeded)");
+  EXPECT_EQ(ChannelState::broken_by(ibv::WorkStatus::remote_access_error).to_string(),
+            "failed (remote_access_error)");
+  EXPECT_EQ(ChannelState::disconnected().to_string(), "peer gone (disconnected)");
+}
+
+TEST(ChannelState, ConditionNames) {
+  EXPECT_EQ(ibv::to_string(Condition::usable), "usable");
+  EXPECT_EQ(ibv::to_string(Condition::cancelled), "cancelled");
+  EXPECT_EQ(ibv::to_string(Condition::peer_gone), "peer_gone");
+  EXPECT_EQ(ibv::to_string(Condition::failed), "failed");
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "ibv/channel/channel_settings.hpp"
+#include "ibv/channel/channel_state.hpp"
 #include "ibv/channel/channel_timeouts.hpp"
 #include "ibv/channel/operation.hpp"
 #include "ibv/channel/pending_work.hpp"
@@ -122,8 +123,8 @@ class PreparedChannel {
 ///   [docs/operations.md](docs/operations.md)
 /// - No request outlives the buffers it uses. One that does not complete in time is cancelled
 ///   (the queue pair goes to the error state, its flushed completions are taken in) before the
-///   call throws ibv::Error (timeout), and the channel then refuses further work.
-///   [docs/safety.md](docs/safety.md)
+///   call throws ibv::Error (timeout, channel_cancelled()), and the channel then refuses further
+///   work; state() says so, naming the call. [docs/safety.md](docs/safety.md)
 /// - Bad input is rejected before anything is posted, with ibv::Error (invalid_argument)
 ///   naming it, and the channel stays usable (QueuePair::check lists the checks).
 ///   [docs/bad-input.md](docs/bad-input.md)
@@ -360,6 +361,12 @@ class Channel {
   /// Send-queue requests this channel has posted inline so far (by InlinePolicy::automatic or
   /// always): how to see which requests went inline.
   [[nodiscard]] std::uint64_t inline_posts() const noexcept;
+  /// Whether the channel is usable, or why not: cancelled by a timeout (naming the call), its
+  /// peer gone, or a failed completion (with its status); see ChannelState. The first reason
+  /// is kept. Safe to call from any thread, also while another thread uses the channel (it
+  /// reads what that thread has seen so far: a completion the channel has not polled yet is
+  /// not in it).
+  [[nodiscard]] ChannelState state() const noexcept;
 
  private:
   friend struct detail::ChannelAccess;

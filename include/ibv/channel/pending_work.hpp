@@ -107,8 +107,9 @@ class [[nodiscard]] PendingWork {
   /// The channel's operation timeout (0 for a moved-from handle).
   [[nodiscard]] Duration operation_timeout() const noexcept;
   /// Gives up on the request because of `reason`: cancels it (the channel's queue pair to the
-  /// error state, its completions flushed; see docs/safety.md) and lets go of it.
-  void cancel(std::string_view reason) noexcept;
+  /// error state, its completions flushed; see docs/safety.md) and lets go of it. `operation`
+  /// (a string literal) names the call that gave up in the channel's state().
+  void cancel(std::string_view operation, std::string_view reason) noexcept;
   // Keeps the channel's core alive (borrowed when a scope does); null once moved from or
   // settled.
   detail::CoreOwner core_;

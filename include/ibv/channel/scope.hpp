@@ -82,8 +82,9 @@ class ScopeWork {
   /// Waits for every request not yet seen complete (each at most its channel's operation
   /// timeout) and records into `result` what it found, filled as it goes, so a throw midway
   /// keeps what was found (the requests not seen complete only if `note_unpolled`). Requests
-  /// that did not complete in time are cancelled. Afterwards nothing is kept.
-  void drain(DrainResult& result, bool note_unpolled = true);
+  /// that did not complete in time are cancelled (their channels' state() names `operation`,
+  /// a string literal). Afterwards nothing is kept.
+  void drain(DrainResult& result, std::string_view operation, bool note_unpolled = true);
   /// The end of a scope with a body: drains, then throws BatchError if any request failed or
   /// timed out, or rethrows `body_error` if only the body failed.
   void finish(std::string_view operation, const std::exception_ptr& body_error);
@@ -113,8 +114,10 @@ class ScopeWork {
   [[gnu::noinline]] void finish_slowly(std::string_view operation,
                                        const std::exception_ptr& body_error);
   /// Waits up to `timeout` for `kept`; records a failure, or a timeout (and cancels the
-  /// request), in `result`.
-  static void settle(Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result);
+  /// request), in `result`; `operation` (a string literal) is the call that a cancel names in
+  /// its channel's state().
+  static void settle(Kept& kept, std::chrono::nanoseconds timeout, DrainResult& result,
+                     std::string_view operation);
   /// Calls `visit(kept)` for every request kept, in posting order.
   template <typename Visit>
   [[gnu::always_inline]] void for_each(Visit&& visit) {

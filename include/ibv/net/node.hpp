@@ -164,9 +164,10 @@ class Node : public MultiChannel {
   ~Node();
 
   /// Waits until every rank has entered this barrier. Throws ibv::Error: timeout when not all
-  /// arrived in time (naming the ranks still awaited and the round), driver when a signal
-  /// failed, state when the barrier was poisoned by an earlier failure, invalid_argument for
-  /// bad options. A failure poisons the barrier (see the class comment).
+  /// arrived in time (naming the ranks still awaited and the round), peer_gone when a signal
+  /// to a rank failed because the rank vanished (naming it; other signal failures have their
+  /// completion's kind), state when the barrier was poisoned by an earlier failure,
+  /// invalid_argument for bad options. A failure poisons the barrier (see the class comment).
   void barrier(BarrierOptions options = {});
   /// Waits until every rank of `ranks` has entered this barrier: a sorted, duplicate-free list
   /// of ranks that includes this one; every rank in it must make the same call. A bad list

@@ -73,7 +73,7 @@ struct RendezvousOptions {
 /// the rank and the problem before it throws; those ranks throw an ibv::Error of the same kind
 /// that quotes it. A failure before the deadline also keeps the root's port open until every
 /// rank has been told, at most 2 s, so that ranks still starting hear the reason too. A rank
-/// that loses the root throws ErrorKind::connection naming it. After a
+/// that loses the root throws ErrorKind::peer_gone naming it. After a
 /// failure the Rendezvous is unusable (ErrorKind::state).
 ///
 /// Move-only; not thread-safe. World size 1 opens nothing.

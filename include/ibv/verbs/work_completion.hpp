@@ -13,7 +13,7 @@ namespace ibv {
 
 /// The outcome of a work request (enum ibv_wc_status), named. The comment on each failed status
 /// is the ErrorKind and errno of the WorkError (ibv/error.hpp) made from it; a status not listed
-/// here gives driver, EIO. A peer that stopped answering is `connection`, not `timeout`: timeout
+/// here gives driver, EIO. A peer that stopped answering is `peer_gone`, not `timeout`: timeout
 /// is kept for the library's own bounded waits.
 enum class WorkStatus : std::uint8_t {
   success = IBV_WC_SUCCESS,
@@ -28,7 +28,7 @@ enum class WorkStatus : std::uint8_t {
   remote_invalid_request = IBV_WC_REM_INV_REQ_ERR,        ///< invalid_argument, EIO
   remote_access_error = IBV_WC_REM_ACCESS_ERR,            ///< permission, EACCES
   remote_operation_error = IBV_WC_REM_OP_ERR,             ///< driver, EIO
-  retry_exceeded = IBV_WC_RETRY_EXC_ERR,                  ///< connection, ETIMEDOUT
+  retry_exceeded = IBV_WC_RETRY_EXC_ERR,                  ///< peer_gone, ETIMEDOUT
   rnr_retry_exceeded = IBV_WC_RNR_RETRY_EXC_ERR,          ///< receiver_not_ready, ECONNREFUSED
   local_rdd_violation = IBV_WC_LOC_RDD_VIOL_ERR,          ///< driver, EIO
   remote_invalid_rd_request = IBV_WC_REM_INV_RD_REQ_ERR,  ///< driver, EIO
@@ -36,7 +36,7 @@ enum class WorkStatus : std::uint8_t {
   invalid_eecn = IBV_WC_INV_EECN_ERR,                     ///< driver, EIO
   invalid_eec_state = IBV_WC_INV_EEC_STATE_ERR,           ///< driver, EIO
   fatal = IBV_WC_FATAL_ERR,                               ///< driver, EIO
-  response_timeout = IBV_WC_RESP_TIMEOUT_ERR,             ///< connection, ETIMEDOUT
+  response_timeout = IBV_WC_RESP_TIMEOUT_ERR,             ///< peer_gone, ETIMEDOUT
   general_error = IBV_WC_GENERAL_ERR,                     ///< driver, EIO
   tag_matching_error = IBV_WC_TM_ERR,                     ///< driver, EIO
   tag_matching_rendezvous_incomplete = IBV_WC_TM_RNDV_INCOMPLETE,  ///< driver, EIO
