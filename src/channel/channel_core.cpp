@@ -357,18 +357,19 @@ std::optional<WorkCompletion> ChannelCore::wait(std::uint64_t wr_id,
 }
 
 void ChannelCore::note_broken(ChannelState state) noexcept {
-  if (condition_.load(std::memory_order_relaxed) != ChannelState::Condition::usable) return;
+  if (condition_.load(std::memory_order_relaxed) != ChannelState::Condition::usable ||
+      failed_status_.load(std::memory_order_relaxed) != WorkStatus::success)
+    return;
   broken_ = state;
   condition_.store(state.condition(), std::memory_order_release);
 }
 
 void ChannelCore::note_failure(const WorkCompletion& completion) noexcept {
-  note_broken(ChannelState::broken_by(completion.status()));
+  note_failed_status(completion);
 }
 
 void ChannelCore::note_send_failure(const WorkCompletion& completion) noexcept {
-  send_failed_ = true;
-  note_failure(completion);
+  note_send_failure_inline(completion);
 }
 
 void ChannelCore::cancel(std::uint64_t wr_id, std::string_view operation,

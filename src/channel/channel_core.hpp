@@ -290,7 +290,7 @@ class ChannelCore : public CoreCount {
         if (completion.wr_id() == wr_id) [[likely]] {
           retire_before(wr_id, completion.qp_number());
           if (!completion.ok()) [[unlikely]]
-            note_send_failure(completion);
+            note_send_failure_inline(completion);
           handed = &completion;
         } else {
           accept(completion, 0, nullptr);
@@ -316,9 +316,12 @@ class ChannelCore : public CoreCount {
   [[nodiscard]] bool cancelled() const noexcept { return !cancel_reason_.empty(); }
   /// Usable, or the first reason it is not (Channel::state()). Any thread may call it.
   [[nodiscard]] ChannelState state() const noexcept {
-    return condition_.load(std::memory_order_acquire) == ChannelState::Condition::usable
-               ? ChannelState{}
-               : broken_;
+    if (condition_.load(std::memory_order_acquire) != ChannelState::Condition::usable)
+      return broken_;
+    if (const WorkStatus failed = failed_status_.load(std::memory_order_acquire);
+        failed != WorkStatus::success)
+      return ChannelState::broken_by(failed);
+    return {};
   }
 
   /// The completion channel's fd. Throws ibv::Error (state) when the queue has none.
@@ -540,14 +543,29 @@ class ChannelCore : public CoreCount {
   /// Throws the state Error of a post on a cancelled channel (naming why it was cancelled).
   [[noreturn]] void throw_cancelled() const;
   /// Records `state` as why the channel is no longer usable, unless a reason is recorded
-  /// already (the first one is kept). Only the thread that uses the channel calls it.
+  /// already (the first one is kept, a failed completion's too). Only the thread that uses the
+  /// channel calls it.
   void note_broken(ChannelState state) noexcept;
-  /// A completion failed (the queue pair is in error now): note_broken() with its status.
-  /// Out of line and cold, called from the completion loops' failure branches (inline there,
-  /// it cost a send and its receive 3 instructions more, in a scope 23: bench/hot_path/guard).
-  [[gnu::cold, gnu::noinline]] void note_failure(const WorkCompletion& completion) noexcept;
-  /// note_failure() of a send-queue request, which also marks the send queue failed.
+  /// A completion failed (the queue pair is in error now): keeps its status as why the channel
+  /// broke, unless a reason is recorded already. One load and one store: state() makes the
+  /// ChannelState when asked.
+  [[gnu::always_inline]] void note_failed_status(const WorkCompletion& completion) noexcept {
+    if (failed_status_.load(std::memory_order_relaxed) == WorkStatus::success &&
+        condition_.load(std::memory_order_relaxed) == ChannelState::Condition::usable)
+      failed_status_.store(completion.status(), std::memory_order_release);
+  }
+  /// note_failed_status() of a send-queue request, which also marks the send queue failed.
+  /// Inline, with no call, in settle_untracked(): there a call (even a cold one) cost a scope 3
+  /// instructions of register saves per request (bench/hot_path/guard).
+  [[gnu::always_inline]] void note_send_failure_inline(const WorkCompletion& completion) noexcept {
+    send_failed_ = true;
+    note_failed_status(completion);
+  }
+  /// note_send_failure_inline() out of line and cold: in the other completion loops, inline,
+  /// it cost a scoped send with its receive 22 instructions.
   [[gnu::cold, gnu::noinline]] void note_send_failure(const WorkCompletion& completion) noexcept;
+  /// note_failed_status() of a receive, out of line and cold as note_send_failure().
+  [[gnu::cold, gnu::noinline]] void note_failure(const WorkCompletion& completion) noexcept;
   /// Polls the monitor, at most once a millisecond, while a wait goes on (`now`: its clock).
   void watch(std::chrono::steady_clock::time_point now) noexcept;
 
@@ -567,6 +585,8 @@ class ChannelCore : public CoreCount {
   // here (release), so that another thread that reads a condition (acquire) reads broken_ too.
   std::atomic<ChannelState::Condition> condition_{ChannelState::Condition::usable};
   ChannelState broken_;
+  // Or the status of the first failed completion (note_failure), if that came first.
+  std::atomic<WorkStatus> failed_status_{WorkStatus::success};
   std::uint64_t next_wr_id_ = 1;
   // Every request the channel tracks, in the slot wr_id & slot_mask_ (wr_ids are consecutive,
   // so the requests of the last slots_.size() wr_ids never share a slot). The ring holds at
