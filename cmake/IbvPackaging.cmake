@@ -2,7 +2,8 @@
 # Debian packages of ibverbs-cpp, made by CPack's DEB generator from this build (`make package`
 # configures the `package` preset, builds it and runs cpack; the .deb files land in build/debs/).
 #
-#   libibverbs-cpp0     component runtime: libibverbs-cpp.so.0 (the SONAME) and the real file;
+#   libibverbs-cpp0.2   component runtime: libibverbs-cpp.so.0.2 (the SONAME: IBV_SOVERSION in
+#                       CMakeLists.txt, which also names the package) and the real file;
 #                       Debian's name for a library package is the SONAME's name and number
 #   libibverbs-cpp-dev  component dev: headers, the libibverbs-cpp.so link, the CMake package
 #                       ibverbs-cpp and ibverbs-cpp.pc; depends on the runtime package of the same
@@ -13,7 +14,7 @@
 #
 # The library and tool dependencies are computed by dpkg-shlibdeps (libibverbs1, libstdc++6,
 # ...); the runtime package ships a shlibs file, so that other packages built against it get
-# "libibverbs-cpp0 (>= VERSION)". Versions are the project's (project(VERSION) in
+# "libibverbs-cpp0.2 (>= VERSION)". Versions are the project's (project(VERSION) in
 # CMakeLists.txt). tests/package/run builds, lints, installs and removes them (make test's suite
 # `package`).
 #
@@ -25,7 +26,7 @@ option(IBV_PACKAGE_DEB
        OFF)
 
 set(IBV_DEB_MAINTAINER "ibverbs-cpp maintainers <maintainers@users.noreply.a-seed-f5d8d464.example>")
-set(IBV_DEB_RUNTIME "libibverbs-cpp${PROJECT_VERSION_MAJOR}")
+set(IBV_DEB_RUNTIME "libibverbs-cpp${IBV_SOVERSION}")
 set(IBV_DEB_DEV "libibverbs-cpp-dev")
 set(IBV_DEB_TOOLS "ibverbs-cpp-tools")
 
@@ -94,11 +95,11 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${IBV_DEB_MAINTAINER}")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # <package>_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# ibvcpp links libibverbs-cpp.so.0 from this build: dpkg-shlibdeps finds it here (the tools
+# ibvcpp links libibverbs-cpp.so.0.2 from this build: dpkg-shlibdeps finds it here (the tools
 # package's dependency on it is declared below, since no installed package describes it yet).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS "${PROJECT_BINARY_DIR}/lib")
-# The shlibs file (only the runtime package has a shared object): "libibverbs-cpp 0
-# libibverbs-cpp0 (>= VERSION)". CPack 3.25 reads this switch for all packages, not per component.
+# The shlibs file (only the runtime package has a shared object): "libibverbs-cpp 0.2
+# libibverbs-cpp0.2 (>= VERSION)". CPack 3.25 reads this switch for all packages, not per component.
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 

@@ -3,7 +3,7 @@
 
 // The build passes IBV_VERSION_STRING from project(VERSION) in CMakeLists.txt.
 #ifndef IBV_VERSION_STRING
-#define IBV_VERSION_STRING "0.1.0"
+#define IBV_VERSION_STRING "0.2.0"
 #endif
 
 namespace ibv {

@@ -6,7 +6,7 @@
 
 namespace ibv {
 
-/// The version of the ibverbs-cpp library this program runs against, e.g. "0.1.0" (the
+/// The version of the ibverbs-cpp library this program runs against, e.g. "0.2.0" (the
 /// library's own version, not libibverbs').
 [[nodiscard]] std::string_view version() noexcept;
 
