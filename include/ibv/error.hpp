@@ -129,12 +129,11 @@ class WorkError : public Error {
 };
 
 /// A batch's failure: the completions that failed or did not arrive when a scope drained its
-/// work at the exit (or a MultiChannel call to several peers waited for all of them), and the
-/// scope body's own exception if it threw too. what() names them all (in a MultiChannel batch,
-/// with the peer of each). kind() is timeout if a request did not complete in time, else the
-/// kind of the failed completions when they agree, else driver; errno_value() likewise. A
-/// request that did not complete in time was cancelled, and its channel with it: then
-/// channel_cancelled() is true.
+/// work at the exit, and the scope body's own exception if it threw too. what() names them all
+/// (in a MultiChannel scope, with the peer of each). kind() is timeout if a request did not
+/// complete in time, else the kind of the failed completions when they agree, else driver;
+/// errno_value() likewise. A request that did not complete in time was cancelled, and its channel
+/// with it: then channel_cancelled() is true.
 class BatchError : public Error {
  public:
   /// `description` is what() after the operation's name (made by the scope).

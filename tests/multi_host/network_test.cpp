@@ -65,6 +65,16 @@ std::vector<std::byte> expected(std::uint32_t sender, std::uint32_t receiver, un
   return bytes;
 }
 
+/// Posts `operations` (op::ToPeer elements, to several peers) in a scope of `node` and returns
+/// once all of them have completed; returns how many the scope kept.
+template <typename Operations>
+std::size_t post_all_and_wait(MultiChannel& node, const Operations& operations) {
+  return node.scope([&](MultiChannelScope& scope) {
+    scope.post_all(operations);
+    return scope.size();
+  });
+}
+
 TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
   Rank me;
   net::Node& node = me.node;
@@ -191,10 +201,7 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
     }
     auto posted = node.post_all(receives);
     node.barrier();
-    node.scope([&](MultiChannelScope& scope) {
-      scope.post_all(sends);
-      EXPECT_EQ(scope.size(), peers.size());
-    });
+    EXPECT_EQ(post_all_and_wait(node, sends), peers.size());
     for (auto& receive : posted) EXPECT_TRUE(receive.wait().ok());
     check(4);
   }
@@ -207,7 +214,7 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
     for (std::size_t i = 0; i < peers.size(); ++i) {
       writes.push_back({peers[i], op::PeerWrite{from[i], their_inbox(5, peers[i])}});
     }
-    node.scope([&](MultiChannelScope& scope) { scope.post_all(writes); });
+    EXPECT_EQ(post_all_and_wait(node, writes), peers.size());
     node.barrier();
     check(5);
     std::vector<std::byte> read_back(world * kChunk);
@@ -221,9 +228,7 @@ TEST(MultiHostNode, EveryMultiChannelOperationBetweenAllRanks) {
       reads.push_back({peers[i], op::PeerRead{into[i], outboxes[peers[i]].sub_region(
                                                            (5 * world + rank) * kChunk, kChunk)}});
     }
-    std::vector<PendingWork> handles = node.post_all(reads);
-    ASSERT_EQ(handles.size(), peers.size());
-    for (auto& handle : handles) EXPECT_TRUE(handle.wait().ok());
+    EXPECT_EQ(post_all_and_wait(node, reads), peers.size());
     for (const std::uint32_t peer : peers) {
       EXPECT_TRUE(same_bytes(expected(peer, rank, 5), chunk(read_back, peer)));
     }

@@ -44,8 +44,8 @@ class ChannelState {
     return {Condition::cancelled, operation, WorkStatus::success};
   }
   /// Broken by a failed completion of `status`: peer_gone when its kind is peer_gone
-  /// (retry_exceeded, response_timeout: ibv::kind_of), else failed. Inline and without calls:
-  /// the channel records it in its completion loop's failure branch.
+  /// (retry_exceeded, response_timeout: ibv::kind_of), else failed. (A channel keeps only the
+  /// status in its completion loops, and state() makes the ChannelState from it.)
   [[nodiscard]] static constexpr ChannelState broken_by(WorkStatus status) noexcept {
     const bool gone =
         status == WorkStatus::retry_exceeded || status == WorkStatus::response_timeout;

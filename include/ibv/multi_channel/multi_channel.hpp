@@ -52,7 +52,8 @@ class MultiChannelBuilder {
   /// The queue pair settings of every channel (ChannelSettings::queue_pair).
   MultiChannelBuilder& queue_pair(const QueuePairSettings& settings) noexcept;
   /// The timeouts of every channel (ChannelSettings::timeouts); `operation` is also the
-  /// default timeout of the MultiChannel's blocking and batch calls.
+  /// default timeout of the MultiChannel's blocking calls and how long a scope waits for each
+  /// request.
   MultiChannelBuilder& timeouts(const ChannelTimeouts& timeouts) noexcept;
   /// Entries of each channel's completion queue (ChannelSettings::completion_queue_size).
   MultiChannelBuilder& completion_queue_size(int entries) noexcept;
@@ -157,7 +158,7 @@ class MultiChannel {
   using Timeout = Channel::Timeout;
 
   /// `channels[p]` connects to peer p; empty exactly at `rank`. All on `pd`, all with
-  /// `timeouts` (the default of the batch calls).
+  /// `timeouts` (timeouts()).
   MultiChannel(ProtectionDomain pd, std::uint32_t rank,
                std::vector<std::optional<Channel>> channels, ChannelTimeouts timeouts);
 

@@ -79,8 +79,9 @@ namespace detail {
 template <PeerOperation Operation>
 void check_region_owner(const Operation& operation, std::uint32_t peer, const char* call) {
   if (const std::optional<std::uint32_t> owner = region_owner(operation); owner && *owner != peer)
-      [[unlikely]]
+      [[unlikely]] {
     detail::throw_foreign_region(call, peer, *owner);
+  }
 }
 
 /// `operation` addressed to `peer`: an element of MultiChannel::post_all, which takes a range of
@@ -94,6 +95,7 @@ struct ToPeer {
   /// What is posted there.
   Operation operation;
 };
+/// ToPeer{peer, operation} names its operation type itself.
 template <PeerOperation Operation>
 ToPeer(std::uint32_t, Operation) -> ToPeer<Operation>;
 

@@ -62,18 +62,19 @@ struct SendOpcodeTraits {
   bool extended_data = true;
 };
 
-/// Calls `visit(traits, put)` with the row of `opcode` in the opcode table: its traits and
-/// `put(ibv_qp_ex*, const ibv_send_wr&)`, the ibv_wr_* call of the extended post interface
-/// that starts a request of that opcode with the operands it uses. The one switch over the
-/// opcodes: everything else derives from it (send_opcode_traits, the masks, the extended post,
-/// which inlines to the switch it was before). A value that is no enumerator gets a row named
-/// "unknown" whose put (detail::NoPut) does nothing.
 namespace detail {
 /// The put of a value that is no enumerator: nothing.
 struct NoPut {
   void operator()(ibv_qp_ex* /*qpx*/, const ibv_send_wr& /*wr*/) const noexcept {}
 };
 }  // namespace detail
+
+/// Calls `visit(traits, put)` with the row of `opcode` in the opcode table: its traits and
+/// `put(ibv_qp_ex*, const ibv_send_wr&)`, the ibv_wr_* call of the extended post interface
+/// that starts a request of that opcode with the operands it uses. The one switch over the
+/// opcodes: everything else derives from it (send_opcode_traits, the masks, the extended post,
+/// which inlines to the switch it was before). A value that is no enumerator gets a row named
+/// "unknown" whose put (detail::NoPut) does nothing.
 template <typename Visitor>
 [[gnu::always_inline]] constexpr decltype(auto) visit_send_opcode(SendOpcode opcode,
                                                                   Visitor&& visit) {
