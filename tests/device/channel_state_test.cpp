@@ -251,24 +251,8 @@ TEST(ChannelStateMulti, ATimeoutTowardOnePeerCancelsOnlyItsChannel) {
   ProtectionDomain pd(context);
   QueuePairSettings settings;
   settings.gid_index = test_gid_index(context);
-  std::vector<PreparedMultiChannel> prepared;
-  for (std::uint32_t rank = 0; rank < kPeers; ++rank) {
-    prepared.push_back(MultiChannelBuilder(pd, rank, kPeers)
-                           .queue_pair(settings)
-                           .timeouts({.operation = 5s, .drop = 1s})
-                           .build());
-  }
-  std::vector<std::vector<std::optional<Endpoint>>> remote(
-      kPeers, std::vector<std::optional<Endpoint>>(kPeers));
-  for (std::uint32_t rank = 0; rank < kPeers; ++rank) {
-    for (std::uint32_t peer = 0; peer < kPeers; ++peer) {
-      if (peer != rank) remote[rank][peer] = prepared[peer].endpoint_for(rank);
-    }
-  }
-  std::vector<MultiChannel> nodes;
-  for (std::uint32_t rank = 0; rank < kPeers; ++rank) {
-    nodes.push_back(std::move(prepared[rank]).handshake(remote[rank]));
-  }
+  std::vector<MultiChannel> nodes =
+      connect_local_world(pd, kPeers, settings, {.operation = 5s, .drop = 1s});
   std::vector<std::byte> buffer(256);
   const MemoryRegion mr = pd.register_local(buffer);
   const std::array<ScatterElement, 1> into{mr.scatter(std::span(buffer))};
