@@ -286,6 +286,35 @@ bool ChannelCore::accept_folded(const WorkCompletion& completion) {
   return false;
 }
 
+void ChannelCore::accept_unslotted(const WorkCompletion& completion, const Slot* slot) {
+  if (slot == nullptr && (completion.wr_id() & kFoldedReceive) != 0) [[likely]] {
+    --in_flight_receive_;  // a receive of a list, before the last of its unit
+    if (!completion.ok()) [[unlikely]]
+      note_folded_receive_failure(completion);
+    return;
+  }
+  if (slot != nullptr || !accept_folded(completion)) report_unknown(completion);
+}
+
+void ChannelCore::note_folded_receive_failure(const WorkCompletion& completion) {
+  note_failure(completion);
+  ibv_wc own = completion.native();
+  own.wr_id &= ~kFoldedReceive;
+  // The unit's slot: the receives between this one and it are of the same unit (consecutive
+  // wr_ids, folded, without slots); a unit cut short has its tag.
+  for (std::uint64_t id = own.wr_id + 1; id < next_wr_id_ && id <= own.wr_id + receive_capacity_;
+       ++id) {
+    Slot* slot = find(id);
+    if (slot == nullptr) slot = find(id | kFoldedReceive);
+    if (slot == nullptr) continue;
+    if (slot->state == State::receive && !slot->folded_failed) {
+      slot->folded_failed = true;  // the first failure; the rest of the unit is flushed after it
+      slot->completion = WorkCompletion(own);
+    }
+    return;
+  }
+}
+
 void ChannelCore::finish_rarely(Slot& slot, std::uint64_t wr_id, const WorkCompletion& completion,
                                 const WorkCompletion** handoff) {
   // A failure folded into the slot is what went wrong; this request's own completion (flushed

@@ -73,6 +73,9 @@ class ChannelCore : public CoreCount {
   /// The bit set in every wr_id of a channel on a shared receive queue, telling its own
   /// requests from the queue's receives (whose wr_ids must leave it clear).
   static constexpr std::uint64_t kChannelTag = SharedReceiveQueue::kReservedWrIdBit;
+  /// The bit set in the wr_id of every receive of a list but the last of its unit
+  /// (post_receive_list): such a receive has no slot; its completion is only counted.
+  static constexpr std::uint64_t kFoldedReceive = std::uint64_t{1} << 62U;
   /// untracked_ when post_send() has left no request untracked.
   static constexpr std::uint64_t kNoneUntracked = ~std::uint64_t{0};
 
@@ -214,27 +217,41 @@ class ChannelCore : public CoreCount {
     }
     inline_posts_ += inline_count;
   }
-  /// Posts a receive into each of `into` (receives into[i]) as linked lists, one doorbell for
-  /// as many as the receive queue has room for; checked, tracked and reported to `posted` as
-  /// post_send_list() does.
+  /// Posts a receive into each of `requests` as linked lists, one doorbell for as many as the
+  /// receive queue has room for (a part); every request is checked before any is posted.
+  ///
+  /// A part is one unit: only its last receive is tracked (a slot); the others carry
+  /// kFoldedReceive in their wr_ids and are only counted, as they complete (in posting order, as
+  /// every receive queue of a reliable connection completes), with no slot, no copy of their
+  /// completion and nothing to settle. A failure among them becomes the unit's completion
+  /// (note_folded_receive_failure). `posted(wr_id, folded)` is called for every unit once it is
+  /// posted (`folded`: how many receives before it it stands for); a part the device cut short
+  /// is a unit of the receives it took, and then this throws.
   template <typename Posted>
   void post_receive_list(std::span<ReceiveRequest> requests, Posted&& posted) {
     if (cancelled()) [[unlikely]]
       throw_cancelled();
     if (shared_) [[unlikely]]
       throw_receive_on_shared();
+    const std::size_t part = list_part(Queue::receive);  // as post_in_parts() cuts the list
+    std::size_t left_in_part = part;                     // counted down: no division per receive
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      requests[i].native().wr_id = next_wr_id_ + i;
+      const bool last_of_part = --left_in_part == 0 || i + 1 == requests.size();
+      requests[i].native().wr_id = (next_wr_id_ + i) | (last_of_part ? 0U : kFoldedReceive);
+      if (left_in_part == 0) left_in_part = part;
     }
     const CheckedList<ReceiveRequest> checked = qp_.checked(requests);
     next_wr_id_ += requests.size();
     post_in_parts(checked, Queue::receive, "ibv_post_recv",
                   [&](std::span<ReceiveRequest> taken, bool /*whole*/) {
-                    for (const ReceiveRequest& request : taken) {
-                      occupy(request.wr_id(), State::receive, true, false);
-                      ++in_flight_receive_;
-                      posted(request.wr_id());
-                    }
+                    if (taken.empty()) [[unlikely]]
+                      return;
+                    // Cut short, the last receive taken stands for the unit (its wr_id tagged:
+                    // accept() finds its slot before it looks at the tag).
+                    const std::uint64_t unit = taken.back().wr_id();
+                    occupy(unit, State::receive, true, false);
+                    in_flight_receive_ += static_cast<std::uint32_t>(taken.size());
+                    posted(unit, static_cast<std::uint32_t>(taken.size() - 1));
                   });
   }
   /// Room for building the requests of a list in place (list_part() of its queue, at most
@@ -453,6 +470,15 @@ class ChannelCore : public CoreCount {
   /// entry (only a failure, or a flush, makes one), records a failure on that entry's slot
   /// and returns true; false for a request the channel does not know.
   bool accept_folded(const WorkCompletion& completion);
+  /// accept() of a completion whose request has no slot in the send or receive state (`slot`:
+  /// what find() gave): a receive folded into a unit (counted), one folded into a send-queue
+  /// entry (accept_folded), or an unknown one (logged). Out of line: inline, its code cost
+  /// every blocking send 10 instructions.
+  [[gnu::noinline]] void accept_unslotted(const WorkCompletion& completion, const Slot* slot);
+  /// A receive folded into a unit (post_receive_list) failed: the channel is broken, and the
+  /// unit's slot (the first tracked receive after it) keeps this failure as its completion,
+  /// under the receive's own wr_id without the tag, unless it has one already.
+  [[gnu::cold, gnu::noinline]] void note_folded_receive_failure(const WorkCompletion& completion);
   /// Retires the unsignaled requests posted before the send-queue request `wr_id`.
   void retire_before(std::uint64_t wr_id, std::uint32_t qp_number);
   /// retire_before() when `wr_id` is not the oldest: retires each request before it.
@@ -697,7 +723,7 @@ inline void ChannelCore::track_send(std::uint64_t wr_id, bool signaled, SendOpco
   Slot* slot = find(wr_id);
   if (slot == nullptr || (slot->state != State::send && slot->state != State::receive))
       [[unlikely]] {
-    if (slot != nullptr || !accept_folded(completion)) report_unknown(completion);
+    accept_unslotted(completion, slot);
     return;
   }
   if (slot->state == State::send) {

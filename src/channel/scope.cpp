@@ -234,7 +234,9 @@ void ListPoster::post_list(std::span<SendRequest> requests, PostOptions options)
 }
 
 void ListPoster::post_list(std::span<ReceiveRequest> requests) {
-  core_.post_receive_list(requests, [this](std::uint64_t id) { work_.keep(core_, id, peer_); });
+  core_.post_receive_list(requests, [this](std::uint64_t id, std::uint32_t folded) {
+    work_.keep(core_, id, peer_, folded);
+  });
 }
 
 }  // namespace detail

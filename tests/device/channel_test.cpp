@@ -724,6 +724,83 @@ TEST_F(ChannelScoped, AFailureInsideAPostedListIsReportedAsThatRequestsOwn) {
   EXPECT_TRUE(same_bytes(a_bytes(kWrites * 64, 64), b_bytes(kWrites * 64, 64)));
 }
 
+// A list of receives posted by post_all is one unit: only its last receive is tracked, the
+// others only counted. A receive in its middle that fails (a message longer than its buffer) is
+// what the scope reports, once, under that receive's own wr_id and status; the messages before
+// it landed, and the channel says it failed.
+TEST_F(ChannelScoped, AFailureInsideAReceiveListIsReportedAsThatReceivesOwn) {
+  constexpr std::size_t kMessages = 6;
+  constexpr std::size_t kBad = 2;
+  constexpr std::size_t kLength = 32;
+  // A message longer than its receive: local_length_error, which Soft-RoCE reports as
+  // local_qp_operation_error.
+  const auto kTooLong =
+      ::testing::AnyOf(WorkStatus::local_length_error, WorkStatus::local_qp_operation_error);
+  fill_pattern(a_bytes(0, kMessages * 64), 55);
+  std::vector<std::array<ScatterElement, 1>> into;
+  std::vector<op::Receive> receives;
+  std::vector<std::array<GatherElement, 1>> data;
+  std::vector<op::Send> sends;
+  into.reserve(kMessages);
+  data.reserve(kMessages);
+  for (std::size_t i = 0; i < kMessages; ++i) {
+    into.push_back(scatter_b(i * 64, i == kBad ? 8 : 64));
+    receives.push_back(op::Receive{into.back()});
+    data.push_back(gather_a(i * 64, kLength));
+    sends.push_back(op::Send{data.back()});
+  }
+  // The list's wr_ids follow the last request b posted.
+  const std::uint64_t first_id =
+      b->execute(op::Write{gather_b(4096, 8), remote_a(4096, 8)}).wr_id() + 1;
+  try {
+    b->scope([&](ChannelScope& s) {
+      s.post_all(receives);
+      EXPECT_EQ(s.size(), kMessages);
+      EXPECT_THROW(a->scope([&](ChannelScope& sa) { sa.post_all(sends); }), BatchError);
+    });
+    ADD_FAILURE() << "the scope returned";
+  } catch (const BatchError& error) {
+    EXPECT_TRUE(error.timed_out().empty());
+    const auto& failed = error.failed_completions();
+    ASSERT_EQ(failed.size(), 1U) << error.what();
+    EXPECT_EQ(failed[0].wr_id(), first_id + kBad);
+    EXPECT_THAT(failed[0].status(), kTooLong);
+  }
+  EXPECT_TRUE(b->state().failed());
+  EXPECT_THAT(b->state().status(), kTooLong);
+  for (std::size_t i = 0; i < kBad; ++i) {
+    EXPECT_TRUE(same_bytes(a_bytes(i * 64, kLength), b_bytes(i * 64, kLength))) << i;
+  }
+}
+
+// A receive list longer than the receive queue goes in parts, one unit each, as room comes:
+// the sender's messages wait (receiver-not-ready retries) until their receives are posted.
+TEST_F(ChannelScoped, AReceiveListLongerThanTheReceiveQueueGoesInParts) {
+  constexpr std::size_t kMessages = 11;
+  QueuePairSettings settings = default_settings();
+  settings.max_recv_wr = QueueDepth(4);
+  connect(settings);
+  fill_pattern(a_bytes(0, kMessages * 64), 56);
+  std::vector<std::array<ScatterElement, 1>> into;
+  std::vector<op::Receive> receives;
+  std::vector<PendingWork> sent;
+  into.reserve(kMessages);
+  for (std::size_t i = 0; i < kMessages; ++i) {
+    into.push_back(scatter_b(i * 64, 64));
+    receives.push_back(op::Receive{into.back()});
+    sent.push_back(a->post(op::Send{gather_a(i * 64, 48)}));
+  }
+  b->scope([&](ChannelScope& s) {
+    s.post_all(receives);
+    EXPECT_EQ(s.size(), kMessages);
+  });
+  for (PendingWork& work : sent) EXPECT_TRUE(work.wait().ok());
+  for (std::size_t i = 0; i < kMessages; ++i) {
+    EXPECT_TRUE(same_bytes(a_bytes(i * 64, 48), b_bytes(i * 64, 48))) << i;
+  }
+  EXPECT_TRUE(b->state().usable());
+}
+
 TEST_F(ChannelScoped, FailedCompletionAndThrowingBodyIsABatchErrorCarryingTheBodysException) {
   try {
     a->scope([&](ChannelScope& s) {
