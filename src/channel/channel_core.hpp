@@ -408,7 +408,8 @@ class ChannelCore : public CoreCount {
     for (std::size_t done = 0; done < total;) {
       const auto part = checked.part(done, std::min(chunk, total - done));
       wait_for_room(queue, part.size());
-      const ListPosted result = qp_.post(part);
+      // The lists are built in the channel's storage afresh for every post: no unlinking.
+      const ListPosted result = qp_.post(part, AfterPost::leave_linked);
       track(part.requests().first(result.posted), result.posted == part.size());
       if (result.error != 0) [[unlikely]] {
         throw_post_failure(verb, qp_.qp_number(), result.error,

@@ -103,11 +103,13 @@ std::string_view state_name(ibv_qp_state state) {
 }
 
 // Links `requests` through their `next` pointers, posts them with one call of `post` (one
-// doorbell) and unlinks them again (the caller's requests stay reusable one by one). The batch
+// doorbell) and, unless `after` says to leave them linked, unlinks them again (the caller's
+// requests stay reusable one by one). The batch
 // posts; a single request goes through QueuePair::post, inline in the header.
 template <typename Request, typename Native>
 ListPosted post_linked(std::span<Request> requests, ibv_qp* qp,
-                       int (*post)(ibv_qp*, Native*, Native**)) noexcept {
+                       int (*post)(ibv_qp*, Native*, Native**),
+                       AfterPost after = AfterPost::unlink) noexcept {
   if (requests.empty()) return {};
   for (std::size_t i = 0; i + 1 < requests.size(); ++i) {
     requests[i].native().next = &requests[i + 1].native();
@@ -115,7 +117,9 @@ ListPosted post_linked(std::span<Request> requests, ibv_qp* qp,
   requests.back().native().next = nullptr;
   Native* bad = nullptr;
   const int rc = post(qp, &requests.front().native(), &bad);
-  for (Request& request : requests) request.native().next = nullptr;
+  if (after == AfterPost::unlink) {
+    for (Request& request : requests) request.native().next = nullptr;
+  }
   if (rc == 0) [[likely]]
     return {requests.size(), 0};
   // The device took the requests before the one it names; a failure that names none: none is
@@ -703,7 +707,7 @@ void QueuePair::post_extended(const SendRequest& request) const {
   }
 }
 
-ListPosted QueuePair::post(CheckedList<SendRequest> list) const noexcept {
+ListPosted QueuePair::post(CheckedList<SendRequest> list, AfterPost after) const noexcept {
   const std::span<SendRequest> requests = list.requests();
   if (requests.empty()) return {};
   ibv_qp_ex* qpx = core_->qpx;
@@ -714,11 +718,11 @@ ListPosted QueuePair::post(CheckedList<SendRequest> list) const noexcept {
       return {0, rc};
     return {requests.size(), 0};
   }
-  return post_linked(requests, native(), ibv_post_send);
+  return post_linked(requests, native(), ibv_post_send, after);
 }
 
-ListPosted QueuePair::post(CheckedList<ReceiveRequest> list) const noexcept {
-  return post_linked(list.requests(), native(), ibv_post_recv);
+ListPosted QueuePair::post(CheckedList<ReceiveRequest> list, AfterPost after) const noexcept {
+  return post_linked(list.requests(), native(), ibv_post_recv, after);
 }
 
 void QueuePair::post_receive(std::span<ReceiveRequest> requests) const {

@@ -353,6 +353,16 @@ class CheckedList {
   std::span<Request> requests_;
 };
 
+/// What QueuePair::post() of a CheckedList does with the requests' links afterwards. A list is
+/// linked in place for the post (each request's `next` points to the following one).
+enum class AfterPost : std::uint8_t {
+  /// Unlinks them again, so that each stays reusable on its own (the default).
+  unlink,
+  /// Leaves them linked: for requests built for this one post and rebuilt before the next
+  /// (a Channel's list storage), which saves a pass over the list.
+  leave_linked,
+};
+
 /// What QueuePair::post() of a CheckedList did: the device took the first `posted` requests;
 /// when it rejected the next one, `error` is the verb's errno (else 0).
 struct ListPosted {
@@ -417,10 +427,12 @@ class QueuePair {
   /// PostInterface::extended one batch of ibv_wr_* (all or nothing) when none has several
   /// elements. Says how many the device took rather than throwing, so that a caller that tracks
   /// requests knows which are posted.
-  [[nodiscard]] ListPosted post(CheckedList<SendRequest> list) const noexcept;
+  [[nodiscard]] ListPosted post(CheckedList<SendRequest> list,
+                                AfterPost after = AfterPost::unlink) const noexcept;
   /// Posts checked receives as one linked list (one ibv_post_recv); as
   /// post(CheckedList<SendRequest>).
-  [[nodiscard]] ListPosted post(CheckedList<ReceiveRequest> list) const noexcept;
+  [[nodiscard]] ListPosted post(CheckedList<ReceiveRequest> list,
+                                AfterPost after = AfterPost::unlink) const noexcept;
   /// Posts one checked request, with nothing checked again: ibv_post_send, inline, or on a
   /// queue pair built with PostInterface::extended one batch of ibv_wr_* (out of line). Throws
   /// ibv::Error (with a hint) when the verb fails.
