@@ -94,12 +94,13 @@ function name_of(spec, kind,    id, rest) {
   if (call_next) {
     call_next = 0
     called[fn] += value
+    if (!((fn, here) in site_calls)) sites[fn] = sites[fn] " " here
     site_calls[fn, here] += call_count
     site_cost[fn, here] += value
-    has_site[fn, here] = 1
     next
   }
   self[fn] += value
+  if (!((fn, here) in count)) addresses[fn] = addresses[fn] " " here
   count[fn, here] += value
   next
 }
@@ -129,21 +130,20 @@ END {
     if (entries < 0) entries = 0
     cost = 0
     busy = 0
-    for (ck in count) {
-      split(ck, c, SUBSEP)
-      if (c[1] SUBSEP c[2] != f) continue
-      a = c[3] + 0
+    m = split(addresses[f], list, " ")
+    for (i = 1; i <= m; ++i) {
+      a = list[i] + 0
       if (a < head || a > tail) continue
-      if (count[ck] * 2 >= passes) cost += 1
-      else if (count[ck] > busy) busy = count[ck]
+      n = count[f, list[i]]
+      if (n * 2 >= passes) cost += 1
+      else if (n > busy) busy = n
     }
-    for (sk in has_site) {
-      split(sk, c, SUBSEP)
-      if (c[1] SUBSEP c[2] != f) continue
-      a = c[3] + 0
+    m = split(sites[f], list, " ")
+    for (i = 1; i <= m; ++i) {
+      a = list[i] + 0
       if (a < head || a > tail) continue
-      n = site_calls[sk]
-      if (n * 2 >= passes) cost += site_cost[sk] / n
+      n = site_calls[f, list[i]]
+      if (n * 2 >= passes) cost += site_cost[f, list[i]] / n
       else if (n > busy) busy = n
     }
     spin = (taken - busy) * cost
