@@ -5,6 +5,8 @@
 #   self   OBJECT  FUNCTION  IR        exclusive instructions of each function
 #   incl   OBJECT  FUNCTION  IR        inclusive instructions (itself plus what it called)
 #   calls  OBJECT  FUNCTION  COUNT     how often each function was called
+#   edge   OBJECT  FUNCTION  OBJECT  CALLEE  COUNT  IR   calls from one function to another,
+#          and their inclusive cost
 #   loop   OBJECT  FUNCTION  HEAD  BACK  TAKEN  PASSES  ENTRIES  BUSY  PASS_COST  SPIN
 #          one line per backward jump taken at least min_taken times (-v min_taken=N,
 #          default 1000): the loop from HEAD to BACK (instruction addresses, hex), TAKEN
@@ -68,6 +70,7 @@ function name_of(spec, kind,    id, rest) {
   split(substr($0, 7), parts, " ")
   call_count = parts[1]
   calls[cfn] += call_count
+  edges[fn SUBSEP cfn] += call_count
   call_next = 1
   next
 }
@@ -94,6 +97,7 @@ function name_of(spec, kind,    id, rest) {
   if (call_next) {
     call_next = 0
     called[fn] += value
+    edge_cost[fn SUBSEP cfn] += value
     if (!((fn, here) in site_calls)) sites[fn] = sites[fn] " " here
     site_calls[fn, here] += call_count
     site_cost[fn, here] += value
@@ -115,6 +119,10 @@ END {
   for (f in calls) {
     split(f, k, SUBSEP)
     print "calls", k[1], k[2], calls[f]
+  }
+  for (e in edges) {
+    split(e, k, SUBSEP)
+    print "edge", k[1], k[2], k[3], k[4], edges[e], edge_cost[e] + 0
   }
   # Loops: every instruction and call site of the function whose address is in [head, back].
   for (key in back) {
