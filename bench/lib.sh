@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # shellcheck shell=bash
 # bench/lib.sh: what every benchmark script records with its figures: the commit they were
-# measured at and the command that made them. Sourced by the bench/ scripts.
+# measured at and the command that made them; and where the two sides of a client-server
+# benchmark run (bench_pinning). Sourced by the bench/ scripts.
 
 # bench_commit ROOT: `git rev-parse --short HEAD` of the tree at ROOT, with "-dirty" when it has
 # uncommitted changes outside bench/results/ (the figures of an earlier run, which a benchmark
@@ -56,4 +57,39 @@ bench_restore_env() {
   while IFS= read -r carried; do
     if [[ $carried == IBV_CARRIED_* ]]; then export "${carried#IBV_CARRIED_}=${!carried}"; fi
   done < <(compgen -e)
+}
+
+# bench_pinning: decides where the two sides of a client-server benchmark run, the same for
+# every tool it compares, and sets
+#   bench_pin_server, bench_pin_client  arrays of words to put before the side's command
+#                                       (empty when not pinned)
+#   bench_pin_text                      what was decided, for the report
+# The rule: when this machine (the guest, in the testbed) lets the process run on at least two
+# CPUs, the server goes to the second of them and the client to the first (`taskset -c 1` and
+# `taskset -c 0` where those are CPUs 0 and 1), so that the two busy-polling processes never
+# share a CPU and do not wander between them; on one CPU nothing is pinned. BENCH_PIN=0 turns
+# pinning off (for a comparison with it on). The kernel's work (Soft-RoCE, the network stack)
+# is not pinned: it runs wherever the scheduler puts it.
+# shellcheck disable=SC2034  # the three are read by the scripts that source this file
+bench_pinning() {
+  bench_pin_server=() bench_pin_client=()
+  local list part lo hi c
+  local -a cpus=() parts=()
+  list=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/self/status 2>/dev/null)
+  [[ -n $list ]] || list=0-$(($(nproc 2>/dev/null || echo 1) - 1))
+  IFS=, read -r -a parts <<<"$list"
+  for part in "${parts[@]}"; do
+    lo=${part%-*} hi=${part#*-}
+    for ((c = lo; c <= hi && ${#cpus[@]} < 2; ++c)); do cpus+=("$c"); done
+  done
+  if [[ ${BENCH_PIN:-1} == 0 ]]; then
+    bench_pin_text="none (BENCH_PIN=0)"
+  elif ! command -v taskset >/dev/null 2>&1; then
+    bench_pin_text="none (taskset is not installed)"
+  elif ((${#cpus[@]} < 2)); then
+    bench_pin_text="none (one CPU)"
+  else
+    bench_pin_server=(taskset -c "${cpus[1]}") bench_pin_client=(taskset -c "${cpus[0]}")
+    bench_pin_text="server on CPU ${cpus[1]} (taskset -c ${cpus[1]}), client on CPU ${cpus[0]} (taskset -c ${cpus[0]}), for both tools"
+  fi
 }
