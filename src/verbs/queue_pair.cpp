@@ -104,8 +104,8 @@ std::string_view state_name(ibv_qp_state state) {
 
 // Links `requests` through their `next` pointers, posts them with one call of `post` (one
 // doorbell) and, unless `after` says to leave them linked, unlinks them again (the caller's
-// requests stay reusable one by one). The batch
-// posts; a single request goes through QueuePair::post, inline in the header.
+// requests stay reusable one by one). The batch posts; a single request goes through
+// QueuePair::post, inline in the header.
 template <typename Request, typename Native>
 ListPosted post_linked(std::span<Request> requests, ibv_qp* qp,
                        int (*post)(ibv_qp*, Native*, Native**),
