@@ -6,20 +6,10 @@
 #   incl   OBJECT  FUNCTION  IR     inclusive instructions (itself plus what it called)
 #   calls  FUNCTION  COUNT          how often each function was called
 #   edge   CALLER  CALLEE  COUNT  IR  calls from one function to another, and their cost
-# Usage: awk -f callgrind.awk callgrind.out.NAME
+# Usage: awk -f ../callgrind_names.awk -f callgrind.awk callgrind.out.NAME
 BEGIN { OFS = "\t" }
 
-# "(12) name" defines id 12 of `kind`; "(12)" refers to it; a bare name has no id.
-function name_of(spec, kind,    id, rest) {
-  if (match(spec, /^\([0-9]+\)/)) {
-    id = substr(spec, 2, RLENGTH - 2)
-    rest = substr(spec, RLENGTH + 1)
-    sub(/^ /, "", rest)
-    if (rest != "") names[kind, id] = rest
-    return names[kind, id]
-  }
-  return spec
-}
+# name_of(): bench/callgrind_names.awk, given to awk before this file.
 
 /^ob=/ { ob = name_of(substr($0, 4), "ob"); next }
 /^cob=/ { name_of(substr($0, 5), "ob"); next }

@@ -32,7 +32,8 @@ hot_path_callgrind() {
   for name in $names; do
     if [[ -n ${parts[k]:-} ]]; then
       mv "${parts[k]}" "$dir/$name.out"
-      awk -f "$awk_file" "$dir/$name.out" >"$dir/$name.tsv"
+      awk -f "$(dirname "$awk_file")/../callgrind_names.awk" -f "$awk_file" "$dir/$name.out" \
+        >"$dir/$name.tsv"
     else
       rm -f "$dir/$name.out" "$dir/$name.tsv"
       echo "  $name: FAILED (exit $rc; $dir/$run.log)"

@@ -19,7 +19,7 @@
 #          SPIN = (PASSES - ENTRIES - BUSY) * PASS_COST: the passes that only looked.
 # Functions are keyed by object and name: a stripped object's functions are named by offset,
 # the same in every program that loads it.
-# Usage: awk [-v min_taken=N] -f profile.awk callgrind.out.NAME
+# Usage: awk [-v min_taken=N] -f ../callgrind_names.awk -f profile.awk callgrind.out.NAME
 BEGIN {
   OFS = "\t"
   if (min_taken == "") min_taken = 1000
@@ -46,17 +46,7 @@ function pos(spec) {
   return hex(spec)
 }
 
-# "(12) name" defines id 12 of `kind`; "(12)" refers to it; a bare name has no id.
-function name_of(spec, kind,    id, rest) {
-  if (match(spec, /^\([0-9]+\)/)) {
-    id = substr(spec, 2, RLENGTH - 2)
-    rest = substr(spec, RLENGTH + 1)
-    sub(/^ /, "", rest)
-    if (rest != "") names[kind, id] = rest
-    return names[kind, id]
-  }
-  return spec
-}
+# name_of(): bench/callgrind_names.awk, given to awk before this file.
 
 /^ob=/ { ob = name_of(substr($0, 4), "ob"); next }
 /^cob=/ { cob = name_of(substr($0, 5), "ob"); cob_set = 1; next }
