@@ -5,6 +5,7 @@
 #include <infiniband/verbs.h>
 #include <net/if.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <string>
@@ -138,12 +139,34 @@ PortAttributes Context::query_port(PortNumber port) const {
 std::vector<GidEntry> Context::gid_table(PortNumber port) const {
   const auto length = query_port(port).gid_table_length;
   std::vector<GidEntry> entries;
+  // The device's valid entries in one call (one ioctl), kept for this port. Its size must
+  // cover every port's table.
+  std::size_t capacity = length;
+  const auto ports = query_device().physical_port_count;
+  for (unsigned other = 1; other <= ports; ++other) {
+    if (other != port.value) {
+      capacity += query_port(PortNumber{static_cast<std::uint8_t>(other)}).gid_table_length;
+    }
+  }
+  std::vector<ibv_gid_entry> raw(capacity);
+  const ssize_t valid = ibv_query_gid_table(context_.get(), raw.data(), raw.size(), 0);
+  if (valid >= 0) {
+    raw.resize(static_cast<std::size_t>(valid));
+    std::sort(raw.begin(), raw.end(), [](const ibv_gid_entry& a, const ibv_gid_entry& b) {
+      return a.gid_index < b.gid_index;
+    });
+    for (const auto& entry : raw) {
+      if (entry.port_num == port.value) entries.push_back(entry_of(entry));
+    }
+    return entries;
+  }
+  // Kernels without the table query (before 5.9): one query per index (1024 on rxe).
   for (std::uint32_t index = 0; index < length; ++index) {
-    ibv_gid_entry raw{};
-    const int rc = ibv_query_gid_ex(context_.get(), port.value, index, &raw, 0);
+    ibv_gid_entry one{};
+    const int rc = ibv_query_gid_ex(context_.get(), port.value, index, &one, 0);
     if (rc == ENODATA || rc == EINVAL) continue;  // unused entry
     if (rc != 0) throw_verb_error("ibv_query_gid_ex", rc, name());
-    entries.push_back(entry_of(raw));
+    entries.push_back(entry_of(one));
   }
   return entries;
 }

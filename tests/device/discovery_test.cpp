@@ -100,6 +100,25 @@ TEST(Discovery, GidTableHasTypesAndNetdevs) {
   for (const auto& e : table) EXPECT_EQ(context.query_gid(e.index).gid, e.gid);
 }
 
+TEST(Discovery, GidTableIsEveryEntryQueryGidFindsInIndexOrder) {
+  // gid_table() asks for the whole table in one call; query_gid() one index at a time.
+  const auto context = open_test_device();
+  std::vector<std::uint32_t> found;
+  for (std::uint32_t index = 0; index < context.query_port().gid_table_length; ++index) {
+    try {
+      found.push_back(context.query_gid(index).index);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::not_found) << error.what();
+    }
+  }
+  std::vector<std::uint32_t> listed;
+  for (const auto& entry : context.gid_table()) {
+    listed.push_back(entry.index);
+    EXPECT_EQ(entry.port, 1U) << entry.to_string();
+  }
+  EXPECT_EQ(listed, found);
+}
+
 TEST(Discovery, GidIndexOutOfRangeIsNotFoundAndListsTheTable) {
   const auto context = open_test_device();
   const auto length = context.query_port().gid_table_length;
