@@ -39,6 +39,7 @@ struct Lane {
   std::deque<std::uint64_t> signaled;  // request numbers of signaled ones in flight
   std::uint64_t posted = 0;
   std::uint64_t retired = 0;
+  std::uint64_t until_signal = 0;  // posts until the next signaled one (client_loop sets it)
 };
 
 template <Verb V>
@@ -79,7 +80,7 @@ std::optional<std::int64_t> retire(Lane& lane, std::uint64_t& total_retired) {
   if (!done) return std::nullopt;
   const std::int64_t now = now_ns();
   if (!done->ok()) throw ibv::WorkError(*done, "bandwidth test");
-  for (std::uint64_t k = lane.retired; k <= last; ++k) {
+  for (std::uint64_t k = lane.retired; k < last; ++k) {
     // Retired by the signaled completion: the channel has their completions already.
     const auto earlier = lane.in_flight.at(k).poll();
     if (!earlier || !earlier->ok()) {
@@ -88,6 +89,7 @@ std::optional<std::int64_t> retire(Lane& lane, std::uint64_t& total_retired) {
     }
     lane.in_flight.drop(k);
   }
+  lane.in_flight.drop(last);
   total_retired += last + 1 - lane.retired;
   lane.retired = last + 1;
   lane.signaled.pop_front();
@@ -130,6 +132,7 @@ BwResult client_loop(Session& session, std::uint64_t size) {
   const std::uint64_t depth = options.tx_depth;
   const std::uint64_t moderation = options.cq_moderation(size);
   std::vector<Lane> lanes = make_lanes(session, size);
+  for (auto& lane : lanes) lane.until_signal = moderation;
   const std::size_t total = iterations * lanes.size();
   std::vector<std::int64_t> posted(total);
   std::vector<CompletionMark> marks;
@@ -148,8 +151,10 @@ BwResult client_loop(Session& session, std::uint64_t size) {
     while (total_retired < total) {
       for (auto& lane : lanes) {
         while (lane.posted < iterations && lane.posted - lane.retired < depth) {
-          const bool signal = moderation == 1 || lane.posted % moderation == moderation - 1 ||
-                              lane.posted == iterations - 1;
+          // Every moderation-th request, counted down (no division per post), and the last.
+          const bool every = --lane.until_signal == 0;
+          if (every) lane.until_signal = moderation;
+          const bool signal = every || lane.posted == iterations - 1;
           posted[total_posted++] = now_ns();
           lane.in_flight.put(lane.posted, post<V>(lane, signal ? signaled : unsignaled));
           if (signal) lane.signaled.push_back(lane.posted);
