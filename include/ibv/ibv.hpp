@@ -70,6 +70,11 @@
 #include "ibv/net/rendezvous.hpp"
 #include "ibv/net/wire.hpp"
 
+// Layer 5: collectives on a Node: the persistent all-to-all(v) of an event builder.
+#include "ibv/collective/all_to_all_round.hpp"
+#include "ibv/collective/all_to_all_settings.hpp"
+#include "ibv/collective/persistent_all_to_all.hpp"
+
 // On top of layers 2-3: C++20 coroutines (Task, EventLoop, an awaitable per operation).
 #include "ibv/coro/async_channel.hpp"
 #include "ibv/coro/async_multi_channel.hpp"

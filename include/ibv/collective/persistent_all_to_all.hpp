@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: MIT
+// PersistentAllToAll: the all-to-all(v) of an event builder, on a connected Node. Built once
+// (every rank at once) over the caller's registered send and receive memory; then every round
+// each rank writes one part of 0 to slot_size bytes to every rank, straight from its send
+// memory into the receiver's slots, on a shift schedule with a bounded number of peers in
+// flight, with credits so that rounds pipeline and nothing is overwritten, and no barrier.
+//
+//   ibv::net::PersistentAllToAll all_to_all(node, bootstrap, send_mr, receive_mr,
+//                                           {.slot_size = 64 * 1024, .peers_in_flight = 4});
+//   for (;;) {
+//     // parts[r]: the bytes for rank r, a span of send_mr (up to slot_size)
+//     ibv::net::AllToAllRound round = all_to_all.run(parts);
+//     for (std::uint32_t r = 0; r < node.world_size(); ++r) use(round.part(r));
+//   }  // the round's slots go back to the senders here
+//
+// Not the bootstrap's Bootstrap::all_to_all (TCP, set-up time only). The contract in full:
+// [docs/all-to-all.md](docs/all-to-all.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "ibv/collective/all_to_all_round.hpp"
+#include "ibv/collective/all_to_all_settings.hpp"
+#include "ibv/duration.hpp"
+#include "ibv/verbs/memory_region.hpp"
+
+namespace ibv::net {
+
+class Bootstrap;
+class Node;
+
+/// A persistent all-to-all(v) among the ranks of a Node. Move-only; not thread-safe.
+///
+/// - **Memory.** The caller's: `send_memory` (any registration on the Node's protection
+///   domain) holds the parts a round sends; `receive_memory` (registered with remote write
+///   access) holds world_size() x slots_per_peer slots of slot_size bytes, round n's part from
+///   rank r at offset ((n mod slots_per_peer) x world_size() + r) x slot_size. Both must
+///   outlive the collective.
+/// - **A round.** start() (or run()) takes one span per rank; each part goes by one RDMA write
+///   with immediate data (its size and the round, modulo 128) into its slot at the receiver,
+///   the own part by a local copy. wait() returns the round once every rank's part for it has
+///   landed here and this rank's writes of it are complete (so its send memory may be
+///   changed). Parts from one rank arrive in round order; a part of another round than the one
+///   expected is a protocol error, not data.
+/// - **Credits.** A rank writes round n into a slot only after the receiver released round
+///   n - slots_per_peer (AllToAllRound::release): a slow reader holds the senders back, and
+///   nothing is overwritten. Starting a round whose slot this rank still holds is
+///   ibv::Error (state).
+/// - **Schedule.** Round by round, this rank writes to rank + 1, rank + 2, ... (modulo the
+///   world size), at most peers_in_flight at once.
+/// - **Failures.** Every wait ends within the timeout. A failure (a rank gone: peer_gone; a
+///   round not complete in time: timeout, naming the ranks awaited; a protocol violation:
+///   protocol) first moves every queue pair of the collective to the error state, so that no
+///   peer can write into the caller's memory any more, then throws; every later call throws
+///   ibv::Error (state) naming that first failure. [docs/safety.md](docs/safety.md)
+/// - **Bad input** (wrong count of parts, a part outside the send memory or over the slot
+///   size) throws ibv::Error (invalid_argument) before anything is posted, and the collective
+///   stays usable.
+class PersistentAllToAll {
+ public:
+  /// A wait's timeout: unset means AllToAllSettings::timeout.
+  using Timeout = std::optional<Duration>;
+
+  /// Builds the collective on every rank at once: makes a queue pair per peer on the Node's
+  /// protection domain (with its channels' queue pair settings), exchanges the slots' addresses
+  /// and the queue pairs' endpoints over `bootstrap` (the one the Node was connected with),
+  /// connects, posts the receives and ends in bootstrap.barrier().
+  ///
+  /// Throws ibv::Error (invalid_argument) before anything is created: a setting out of range,
+  /// memory of another protection domain, receive memory without remote write access or too
+  /// small for the slots, a bootstrap of another rank or world size; queue depths or the
+  /// completion queue over the device's max_qp_wr or max_cqe (naming the limit); then a rank
+  /// whose slot_size, slots_per_peer or world differs (naming it), and the bootstrap's errors.
+  PersistentAllToAll(Node& node, Bootstrap& bootstrap, const MemoryRegion& send_memory,
+                     const MemoryRegion& receive_memory, const AllToAllSettings& settings);
+  /// Takes over the collective; the moved-from object may only be destroyed or assigned to.
+  PersistentAllToAll(PersistentAllToAll&&) noexcept;
+  /// Destroys this collective (as the destructor) and takes over `other`'s.
+  PersistentAllToAll& operator=(PersistentAllToAll&&) noexcept;
+  PersistentAllToAll(const PersistentAllToAll&) = delete;
+  PersistentAllToAll& operator=(const PersistentAllToAll&) = delete;
+  /// Destroys the queue pairs (the device touches neither memory afterwards). Rounds still
+  /// held stop holding anything (AllToAllRound).
+  ~PersistentAllToAll();
+
+  /// Starts the next round: `parts[r]` (a span of the send memory, at most slot_size bytes,
+  /// may be empty) goes to rank r; the own part is copied at once. Posts what the credits and
+  /// peers_in_flight allow and returns; wait() or poll() take it on. The spans' bytes must stay
+  /// unchanged until the round is returned. Throws ibv::Error: invalid_argument for bad parts
+  /// (nothing posted); state when a round is already started and not yet returned, when this
+  /// rank still holds the round whose slots this one needs, or after a failure.
+  void start(std::span<const std::span<const std::byte>> parts);
+  /// Takes completions and posts what they allow, without waiting: the started round once it
+  /// is complete, else nothing. Throws as wait() does.
+  [[nodiscard]] std::optional<AllToAllRound> poll();
+  /// Waits for the started round (by the wait mode), at most `timeout`. Throws ibv::Error:
+  /// state when no round is started or after an earlier failure; timeout naming the ranks
+  /// whose parts, credits or acknowledgements are missing; peer_gone naming a rank that
+  /// vanished (and the failed completion's kind for other failures); protocol for a part of
+  /// the wrong round or size. A failure fences the collective first (see the class comment).
+  AllToAllRound wait(Timeout timeout = {});
+  /// start(parts), then wait(timeout).
+  AllToAllRound run(std::span<const std::span<const std::byte>> parts, Timeout timeout = {});
+
+  /// This rank.
+  [[nodiscard]] std::uint32_t rank() const noexcept;
+  /// The number of ranks.
+  [[nodiscard]] std::uint32_t world_size() const noexcept;
+  /// The settings, with peers_in_flight, timeout and wait_mode resolved.
+  [[nodiscard]] const AllToAllSettings& settings() const noexcept;
+  /// The number of rounds started so far (the next round's number).
+  [[nodiscard]] std::uint64_t rounds_started() const noexcept;
+  /// Whether a failure has ended the collective (every call but these getters then throws).
+  [[nodiscard]] bool failed() const noexcept;
+
+  /// The fd of the collective's completion channel, for the caller's poll / epoll loop:
+  /// start(); then until poll() gives the round: arm_completion_fd(), poll(), sleep on the fd,
+  /// consume_completion_events(). Throws ibv::Error (state) without a completion channel
+  /// (AllToAllSettings::completion_channel, or a wait mode that sleeps).
+  [[nodiscard]] int completion_fd() const;
+  /// Arms the completion queue: the next completion makes completion_fd() readable. Poll
+  /// after arming (a completion before it raises no event). Throws as completion_fd().
+  void arm_completion_fd();
+  /// Reads and acknowledges the events queued on completion_fd(), without blocking; returns
+  /// how many. Throws as completion_fd().
+  std::size_t consume_completion_events();
+
+ private:
+  std::shared_ptr<detail::AllToAllCore> core_;
+};
+
+}  // namespace ibv::net

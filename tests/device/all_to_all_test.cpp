@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: MIT
+// Device tests of ibv::net::PersistentAllToAll on one device: every rank a thread of this
+// process with its own Node (node_ranks.hpp). Every byte of every part is checked against a
+// seeded pattern of (round, source, destination); sizes mix 0, 1, odd, the slot's maximum and
+// whatever the generator draws. Credits are checked by a reader that holds its rounds while the
+// others run ahead: without them its slots would be overwritten. Faults: a rank that stops
+// calling and a rank whose queue pairs vanish (a rank killed for real, SIGKILL, is in
+// rank_fault_test.cpp). Bad input is refused before anything is posted.
+#include <poll.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "device_fixture.hpp"
+#include "ibv/collective/persistent_all_to_all.hpp"
+#include "node_ranks.hpp"
+#include "support/error_matchers.hpp"
+
+namespace ibv::test {
+namespace {
+
+using namespace std::chrono_literals;
+using ibv_test::error_of;
+using ibv_test::throws_error;
+using ibv_test::throws_invalid_argument;
+using net::AllToAllRound;
+using net::AllToAllSettings;
+using net::PersistentAllToAll;
+
+/// A number from (round, source, destination, salt), the same in every rank.
+std::uint64_t mix(std::uint64_t round, std::uint32_t source, std::uint32_t destination,
+                  std::uint64_t salt = 0) {
+  std::uint64_t x = round * 0x9e3779b97f4a7c15ULL + source * 0xbf58476d1ce4e5b9ULL +
+                    destination * 0x94d049bb133111ebULL + salt;
+  x ^= x >> 31U;
+  x *= 0xd6e8feb86659fd39ULL;
+  x ^= x >> 29U;
+  return x;
+}
+
+/// The size of the part `source` sends `destination` in `round`: 0, 1, odd, the slot's
+/// maximum, or any size up to it.
+std::size_t part_size(std::uint64_t round, std::uint32_t source, std::uint32_t destination,
+                      std::size_t slot) {
+  switch (mix(round, source, destination) % 6) {
+    case 0: return 0;
+    case 1: return 1;
+    case 2: return slot;
+    case 3: return std::min<std::size_t>(slot, 7);
+    case 4: return slot - 1;
+    default: return mix(round, source, destination, 1) % (slot + 1);
+  }
+}
+
+std::byte part_byte(std::uint64_t round, std::uint32_t source, std::uint32_t destination,
+                    std::size_t index) {
+  return static_cast<std::byte>((round * 131U + source * 31U + destination * 17U + index * 7U) &
+                                0xffU);
+}
+
+/// One rank's memory and collective: send memory with room for one part per rank, receive
+/// memory for the slots.
+class Rank {
+ public:
+  Rank(net::Node& node, net::Bootstrap& bootstrap, AllToAllSettings settings)
+      : world_(node.world_size()),
+        rank_(node.rank()),
+        slot_(settings.slot_size),
+        send_(std::size_t{world_} * slot_),
+        receive_(std::size_t{world_} * settings.slots_per_peer * slot_),
+        send_mr_(node.protection_domain().register_local(send_)),
+        receive_mr_(
+            node.protection_domain().register_remote_accessible(receive_, RemoteAccess::write())),
+        all_to_all_(node, bootstrap, send_mr_, receive_mr_, settings),
+        parts_(world_) {}
+
+  /// Fills the send memory with round `round`'s parts and returns their spans.
+  std::span<const std::span<const std::byte>> parts(std::uint64_t round) {
+    for (std::uint32_t to = 0; to < world_; ++to) {
+      const std::size_t size = part_size(round, rank_, to, slot_);
+      std::byte* base = send_.data() + std::size_t{to} * slot_;
+      for (std::size_t i = 0; i < size; ++i) base[i] = part_byte(round, rank_, to, i);
+      parts_[to] = std::span<const std::byte>(base, size);
+    }
+    return parts_;
+  }
+
+  /// Throws unless every part of `round` is as its sender made it.
+  void check(const AllToAllRound& round) const {
+    for (std::uint32_t from = 0; from < world_; ++from) {
+      const std::span<const std::byte> part = round.part(from);
+      const std::size_t size = part_size(round.number(), from, rank_, slot_);
+      if (part.size() != size) {
+        throw std::runtime_error("rank " + std::to_string(rank_) + ", round " +
+                                 std::to_string(round.number()) + ": the part from rank " +
+                                 std::to_string(from) + " has " + std::to_string(part.size()) +
+                                 " bytes, not " + std::to_string(size));
+      }
+      for (std::size_t i = 0; i < size; ++i) {
+        if (part[i] != part_byte(round.number(), from, rank_, i)) {
+          throw std::runtime_error("rank " + std::to_string(rank_) + ", round " +
+                                   std::to_string(round.number()) + ": byte " + std::to_string(i) +
+                                   " from rank " + std::to_string(from) + " is wrong");
+        }
+      }
+    }
+  }
+
+  PersistentAllToAll& all_to_all() { return all_to_all_; }
+  const MemoryRegion& send_mr() const { return send_mr_; }
+  std::span<std::byte> send() { return send_; }
+
+ private:
+  std::uint32_t world_;
+  std::uint32_t rank_;
+  std::size_t slot_;
+  std::vector<std::byte> send_;
+  std::vector<std::byte> receive_;
+  MemoryRegion send_mr_;
+  MemoryRegion receive_mr_;
+  PersistentAllToAll all_to_all_;
+  std::vector<std::span<const std::byte>> parts_;
+};
+
+/// Worlds of up to 8 threads share the testbed's two vCPUs: they spin briefly, then sleep.
+void spin_briefly(net::NodeBuilder& builder) {
+  builder.wait_mode(WaitMode::spin_then_block(50us));
+}
+
+class AllToAllWorld : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(AllToAllWorld, EveryByteOfEveryRoundArrives) {
+  const std::uint32_t world = GetParam();
+  constexpr std::uint64_t kRounds = 24;
+  run_ranks(
+      world,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        Rank rank(node, bootstrap, {.slot_size = 1021, .timeout = 20s});
+        for (std::uint64_t n = 0; n < kRounds; ++n) {
+          const AllToAllRound round = rank.all_to_all().run(rank.parts(n));
+          ASSERT_EQ(round.number(), n);
+          rank.check(round);
+        }
+        EXPECT_EQ(rank.all_to_all().rounds_started(), kRounds);
+      },
+      spin_briefly);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, AllToAllWorld, ::testing::Values(1U, 2U, 3U, 4U, 5U, 6U, 8U),
+                         [](const auto& world) { return std::to_string(world.param) + "_ranks"; });
+
+TEST(AllToAll, OverARendezvousWithOnePeerInFlightAndThreeSlots) {
+  run_ranks(
+      4,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        Rank rank(node, bootstrap,
+                  {.slot_size = 4096, .slots_per_peer = 3, .peers_in_flight = 1, .timeout = 20s});
+        EXPECT_EQ(rank.all_to_all().settings().peers_in_flight, 1U);
+        for (std::uint64_t n = 0; n < 10; ++n) rank.check(rank.all_to_all().run(rank.parts(n)));
+      },
+      spin_briefly, BootstrapKind::rendezvous);
+}
+
+TEST(AllToAll, RoundsPipelineWhileTheCallerHoldsThePreviousOne) {
+  run_ranks(
+      3,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        Rank rank(node, bootstrap, {.slot_size = 512, .timeout = 20s});
+        AllToAllRound held = rank.all_to_all().run(rank.parts(0));
+        for (std::uint64_t n = 1; n < 12; ++n) {
+          AllToAllRound next = rank.all_to_all().run(rank.parts(n));
+          rank.check(held);  // still intact while round n landed beside it
+          rank.check(next);
+          held = std::move(next);  // releases round n - 1
+        }
+      },
+      spin_briefly);
+}
+
+TEST(AllToAll, ASlowReaderHoldsTheSendersBackAndNothingIsOverwritten) {
+  // Rank 0 holds rounds 0 and 1 (both of its slots) and sleeps; the others finish round 1 and
+  // start round 2, whose parts for rank 0 belong in round 0's slots. Only the credits keep them
+  // out until rank 0 releases round 0.
+  std::atomic<std::uint32_t> started_round_2{0};
+  run_ranks(
+      3,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        Rank rank(node, bootstrap, {.slot_size = 2048, .timeout = 20s});
+        PersistentAllToAll& all_to_all = rank.all_to_all();
+        if (node.rank() == 0) {
+          AllToAllRound round0 = all_to_all.run(rank.parts(0));
+          AllToAllRound round1 = all_to_all.run(rank.parts(1));
+          EXPECT_TRUE(throws_error(ErrorKind::state, [&] { all_to_all.start(rank.parts(2)); },
+                                   {"still holds"}));
+          const auto until = std::chrono::steady_clock::now() + 20s;
+          while (started_round_2.load() < 2 && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(1ms);
+          }
+          std::this_thread::sleep_for(200ms);  // the others' round 2 writes would land now
+          rank.check(round0);
+          rank.check(round1);
+          round0.release();
+          EXPECT_FALSE(round0.holds_slots());
+          EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)round0.part(1); }));
+          rank.check(all_to_all.run(rank.parts(2)));
+          rank.check(round1);
+        } else {
+          rank.check(all_to_all.run(rank.parts(0)));
+          rank.check(all_to_all.run(rank.parts(1)));
+          all_to_all.start(rank.parts(2));
+          ++started_round_2;
+          rank.check(all_to_all.wait());
+        }
+      },
+      spin_briefly);
+}
+
+TEST(AllToAll, RoundsReleasedOutOfOrderGiveTheirSlotsBackInOrder) {
+  run_ranks(
+      2,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        Rank rank(node, bootstrap, {.slot_size = 256, .slots_per_peer = 3, .timeout = 20s});
+        PersistentAllToAll& all_to_all = rank.all_to_all();
+        AllToAllRound round0 = all_to_all.run(rank.parts(0));
+        AllToAllRound round1 = all_to_all.run(rank.parts(1));
+        AllToAllRound round2 = all_to_all.run(rank.parts(2));
+        round1.release();  // round 0 still held: no slot is free yet
+        EXPECT_TRUE(throws_error(ErrorKind::state, [&] { all_to_all.start(rank.parts(3)); }));
+        rank.check(round0);
+        rank.check(round2);
+        round0.release();  // frees rounds 0 and 1
+        rank.check(all_to_all.run(rank.parts(3)));
+        rank.check(all_to_all.run(rank.parts(4)));
+        rank.check(round2);
+      },
+      spin_briefly);
+}
+
+TEST(AllToAll, WaitsInEveryWaitMode) {
+  for (const WaitMode mode :
+       {WaitMode::spin(), WaitMode::block(), WaitMode::spin_then_block(20us)}) {
+    SCOPED_TRACE(std::string(to_string(mode.strategy)));
+    run_ranks(3, [&](net::Node& node, net::Bootstrap& bootstrap) {
+      Rank rank(node, bootstrap, {.slot_size = 300, .timeout = 20s, .wait_mode = mode});
+      EXPECT_EQ(rank.all_to_all().settings().wait_mode, mode);
+      for (std::uint64_t n = 0; n < 6; ++n) rank.check(rank.all_to_all().run(rank.parts(n)));
+    });
+  }
+}
+
+TEST(AllToAll, RunsInTheCallersEventLoopThroughItsCompletionFd) {
+  run_ranks(3, [&](net::Node& node, net::Bootstrap& bootstrap) {
+    const CompletionChannel channel(node.protection_domain().context());
+    Rank rank(node, bootstrap, {.slot_size = 700, .completion_channel = channel});
+    PersistentAllToAll& all_to_all = rank.all_to_all();
+    EXPECT_EQ(all_to_all.completion_fd(), channel.fd());
+    std::size_t sleeps = 0;
+    for (std::uint64_t n = 0; n < 6; ++n) {
+      all_to_all.start(rank.parts(n));
+      const auto until = std::chrono::steady_clock::now() + 20s;
+      std::optional<AllToAllRound> round;
+      while (!(round = all_to_all.poll())) {
+        ASSERT_LT(std::chrono::steady_clock::now(), until) << "round " << n << " never came";
+        all_to_all.arm_completion_fd();
+        if ((round = all_to_all.poll())) break;
+        pollfd fd{.fd = all_to_all.completion_fd(), .events = POLLIN, .revents = 0};
+        if (::poll(&fd, 1, 1000) > 0) {
+          (void)all_to_all.consume_completion_events();
+          ++sleeps;
+        }
+      }
+      rank.check(*round);
+    }
+    EXPECT_GT(sleeps, 0U) << "the loop never slept on the fd";
+  });
+}
+
+TEST(AllToAll, WithoutACompletionChannelThereIsNoFd) {
+  run_ranks(1, [&](net::Node& node, net::Bootstrap& bootstrap) {
+    Rank rank(node, bootstrap, {.slot_size = 8, .wait_mode = WaitMode::spin()});
+    EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)rank.all_to_all().completion_fd(); },
+                             {"completion channel"}));
+  });
+}
+
+TEST(AllToAllBadInput, EveryBuildSettingIsCheckedBeforeAnythingIsCreated) {
+  run_ranks(2, [&](net::Node& node, net::Bootstrap& bootstrap) {
+    const ProtectionDomain& pd = node.protection_domain();
+    std::vector<std::byte> send(1024);
+    std::vector<std::byte> receive(2 * 2 * 128);
+    const MemoryRegion send_mr = pd.register_local(send);
+    const MemoryRegion receive_mr = pd.register_remote_accessible(receive, RemoteAccess::write());
+    const MemoryRegion receive_local = pd.register_local(receive);
+    const ProtectionDomain other_pd(pd.context());
+    const MemoryRegion send_elsewhere = other_pd.register_local(send);
+    auto build = [&](const MemoryRegion& out, const MemoryRegion& in, AllToAllSettings settings) {
+      return [&node, &bootstrap, send_memory = &out, receive_memory = &in, settings] {
+        (void)PersistentAllToAll(node, bootstrap, *send_memory, *receive_memory, settings);
+      };
+    };
+    EXPECT_TRUE(throws_invalid_argument(build(send_mr, receive_mr, {.slot_size = 0}),
+                                        {"slot_size", "0"}));
+    EXPECT_TRUE(throws_invalid_argument(
+        build(send_mr, receive_mr, {.slot_size = AllToAllSettings::kMaxSlotSize + 1}),
+        {"slot_size", "24 bits"}));
+    EXPECT_TRUE(throws_invalid_argument(
+        build(send_mr, receive_mr, {.slot_size = 128, .slots_per_peer = 1}), {"slots_per_peer"}));
+    EXPECT_TRUE(throws_invalid_argument(
+        build(send_mr, receive_mr, {.slot_size = 128, .peers_in_flight = 2}),
+        {"peers_in_flight", "world of 2"}));
+    EXPECT_TRUE(throws_invalid_argument(
+        build(send_mr, receive_mr, {.slot_size = 128, .timeout = Duration(0ms)}), {"timeout"}));
+    EXPECT_TRUE(throws_invalid_argument(build(send_mr, receive_mr, {.slot_size = 129}),
+                                        {"receive_memory", "need 516"}));
+    EXPECT_TRUE(throws_invalid_argument(build(send_mr, receive_local, {.slot_size = 128}),
+                                        {"receive_memory", "remote write"}));
+    EXPECT_TRUE(throws_invalid_argument(build(send_elsewhere, receive_mr, {.slot_size = 128}),
+                                        {"send_memory", "protection domain"}));
+    EXPECT_TRUE(throws_invalid_argument(
+        build(send_mr, receive_mr, {.slot_size = 128, .slots_per_peer = 1U << 20U}),
+        {"slots_per_peer"}));
+    // After all that, a good build on both ranks works.
+    PersistentAllToAll all_to_all(node, bootstrap, send_mr, receive_mr, {.slot_size = 128});
+    EXPECT_FALSE(all_to_all.failed());
+  });
+}
+
+TEST(AllToAllBadInput, SettingsThatDifferBetweenRanksNameTheRank) {
+  run_ranks(2, [&](net::Node& node, net::Bootstrap& bootstrap) {
+    const std::size_t slot = node.rank() == 0 ? 64 : 128;
+    std::vector<std::byte> send(256);
+    std::vector<std::byte> receive(2 * 2 * slot);
+    const MemoryRegion send_mr = node.protection_domain().register_local(send);
+    const MemoryRegion receive_mr =
+        node.protection_domain().register_remote_accessible(receive, RemoteAccess::write());
+    const std::string other = "rank " + std::to_string(1 - node.rank());
+    EXPECT_TRUE(throws_invalid_argument(
+        [&] {
+          (void)PersistentAllToAll(node, bootstrap, send_mr, receive_mr, {.slot_size = slot});
+        },
+        {other, "slot_size", "same shape"}));
+  });
+}
+
+TEST(AllToAllBadInput, BadPartsAreRefusedBeforeAnythingIsPostedAndTheRoundStillRuns) {
+  run_ranks(2, [&](net::Node& node, net::Bootstrap& bootstrap) {
+    Rank rank(node, bootstrap, {.slot_size = 100, .timeout = 20s});
+    PersistentAllToAll& all_to_all = rank.all_to_all();
+    std::vector<std::byte> outside(16);
+    const std::span<const std::byte> inside = rank.send().first(10);
+    const std::vector<std::span<const std::byte>> one_part{inside};
+    const std::vector<std::span<const std::byte>> too_big{inside, rank.send().first(101)};
+    const std::vector<std::span<const std::byte>> elsewhere{inside, std::span(outside)};
+    EXPECT_TRUE(throws_invalid_argument([&] { all_to_all.start(one_part); },
+                                        {"parts", "1 entries", "nothing was posted"}));
+    EXPECT_TRUE(throws_invalid_argument([&] { all_to_all.start(too_big); },
+                                        {"parts[1]", "101 bytes", "slot size 100"}));
+    EXPECT_TRUE(throws_invalid_argument([&] { all_to_all.start(elsewhere); },
+                                        {"parts[1]", "send memory"}));
+    EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)all_to_all.wait(); },
+                             {"no round is started"}));
+    EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)all_to_all.poll(); }));
+    all_to_all.start(rank.parts(0));
+    EXPECT_TRUE(throws_error(ErrorKind::state, [&] { all_to_all.start(rank.parts(1)); },
+                             {"round 0 is started"}));
+    const AllToAllRound round = all_to_all.wait();
+    rank.check(round);
+    EXPECT_TRUE(throws_invalid_argument([&] { (void)round.part(2); }, {"source"}));
+    EXPECT_EQ(all_to_all.rounds_started(), 1U);
+  });
+}
+
+TEST(AllToAllFault, ARankThatStopsCallingIsNamedWithinTheTimeoutAndTheCollectiveIsFenced) {
+  std::atomic<int> survivors_done{0};
+  run_ranks(
+      3,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        Rank rank(node, bootstrap, {.slot_size = 64, .timeout = 1s});
+        PersistentAllToAll& all_to_all = rank.all_to_all();
+        rank.check(all_to_all.run(rank.parts(0)));
+        if (node.rank() == 2) {  // stops calling, stays alive until the others are done
+          const auto until = std::chrono::steady_clock::now() + 30s;
+          while (survivors_done.load() < 2 && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(1ms);
+          }
+          return;
+        }
+        const auto start = std::chrono::steady_clock::now();
+        const auto error = error_of([&] { (void)all_to_all.run(rank.parts(1)); });
+        const auto took = std::chrono::steady_clock::now() - start;
+        ++survivors_done;
+        ASSERT_TRUE(error.has_value());
+        EXPECT_EQ(error->kind(), ErrorKind::timeout) << error->what();
+        EXPECT_NE(std::string(error->what()).find("no part yet from rank 2"), std::string::npos)
+            << error->what();
+        EXPECT_LT(took, 3s);
+        EXPECT_TRUE(all_to_all.failed());
+        EXPECT_TRUE(throws_error(ErrorKind::state, [&] { all_to_all.start(rank.parts(2)); },
+                                 {"failed earlier", "rank 2"}));
+      },
+      spin_briefly);
+}
+
+TEST(AllToAllFault, ARankWhoseQueuePairsVanishIsNamed) {
+  // Rank 2 tears its collective down after round 0 (its queue pairs are destroyed, as a killed
+  // process's are): the others' round 1 fails naming it, by a timeout or a failed write.
+  std::atomic<int> survivors_done{0};
+  run_ranks(
+      3,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        std::optional<Rank> rank;
+        rank.emplace(node, bootstrap, AllToAllSettings{.slot_size = 64, .timeout = 3s});
+        rank->check(rank->all_to_all().run(rank->parts(0)));
+        if (node.rank() == 2) {
+          rank.reset();
+          const auto until = std::chrono::steady_clock::now() + 30s;
+          while (survivors_done.load() < 2 && std::chrono::steady_clock::now() < until) {
+            std::this_thread::sleep_for(1ms);
+          }
+          return;
+        }
+        std::this_thread::sleep_for(100ms);  // rank 2 is gone by now
+        const auto error = error_of([&] { (void)rank->all_to_all().run(rank->parts(1)); });
+        ++survivors_done;
+        ASSERT_TRUE(error.has_value());
+        EXPECT_TRUE(error->kind() == ErrorKind::timeout || error->kind() == ErrorKind::peer_gone)
+            << error->what();
+        EXPECT_NE(std::string(error->what()).find("rank 2"), std::string::npos) << error->what();
+        EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)rank->all_to_all().poll(); }));
+      },
+      spin_briefly);
+}
+
+TEST(AllToAll, ARoundOutlivingItsCollectiveHoldsNothing) {
+  run_ranks(1, [&](net::Node& node, net::Bootstrap& bootstrap) {
+    std::optional<Rank> rank;
+    rank.emplace(node, bootstrap, AllToAllSettings{.slot_size = 32});
+    AllToAllRound round = rank->all_to_all().run(rank->parts(0));
+    rank->check(round);
+    rank.reset();
+    EXPECT_FALSE(round.holds_slots());
+    EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)round.part(0); }, {"holds no slots"}));
+    round.release();  // nothing to do, no harm
+  });
+}
+
+}  // namespace
+}  // namespace ibv::test
