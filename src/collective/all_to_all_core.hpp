@@ -117,8 +117,7 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
     return static_cast<std::size_t>(slot) * world_ + source;
   }
 
-  /// Fences (every queue pair to the error state, the flushed completions taken), records the
-  /// failure and throws `error`.
+  /// Fences (destroys every queue pair), records the failure and throws `error`.
   [[noreturn]] void fail(const Error& error);
   /// The failure of a completion from `peer`.
   [[noreturn]] void fail_completion(const WorkCompletion& completion);

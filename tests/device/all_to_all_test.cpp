@@ -120,6 +120,7 @@ class Rank {
   PersistentAllToAll& all_to_all() { return all_to_all_; }
   const MemoryRegion& send_mr() const { return send_mr_; }
   std::span<std::byte> send() { return send_; }
+  std::span<const std::byte> receive() const { return receive_; }
 
  private:
   std::uint32_t world_;
@@ -381,24 +382,35 @@ TEST(AllToAllBadInput, BadPartsAreRefusedBeforeAnythingIsPostedAndTheRoundStillR
   });
 }
 
-TEST(AllToAllFault, ARankThatStopsCallingIsNamedWithinTheTimeoutAndTheCollectiveIsFenced) {
+TEST(AllToAllFault, ARankThatStopsCallingIsNamedWithinTheTimeoutAndCannotWriteAfterTheFence) {
+  // Rank 2 stops after round 0 and stays alive. Ranks 0 and 1 time out in round 1 naming it,
+  // and fence. Then rank 2 runs round 1 after all: its writes must fail, and the survivors'
+  // receive memory must not change.
   std::atomic<int> survivors_done{0};
+  std::atomic<bool> late_rank_done{false};
+  auto wait_for = [](auto&& ready) {
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (!ready() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  };
   run_ranks(
       3,
       [&](net::Node& node, net::Bootstrap& bootstrap) {
         Rank rank(node, bootstrap, {.slot_size = 64, .timeout = 1s});
         PersistentAllToAll& all_to_all = rank.all_to_all();
         rank.check(all_to_all.run(rank.parts(0)));
-        if (node.rank() == 2) {  // stops calling, stays alive until the others are done
-          const auto until = std::chrono::steady_clock::now() + 30s;
-          while (survivors_done.load() < 2 && std::chrono::steady_clock::now() < until) {
-            std::this_thread::sleep_for(1ms);
-          }
+        if (node.rank() == 2) {
+          wait_for([&] { return survivors_done.load() == 2; });
+          const auto late = error_of([&] { (void)all_to_all.run(rank.parts(1), 5s); });
+          late_rank_done = true;
+          ASSERT_TRUE(late.has_value()) << "round 1 passed without ranks 0 and 1";
+          EXPECT_TRUE(late->kind() == ErrorKind::peer_gone || late->kind() == ErrorKind::timeout)
+              << late->what();
           return;
         }
         const auto start = std::chrono::steady_clock::now();
         const auto error = error_of([&] { (void)all_to_all.run(rank.parts(1)); });
         const auto took = std::chrono::steady_clock::now() - start;
+        const std::vector<std::byte> before(rank.receive().begin(), rank.receive().end());
         ++survivors_done;
         ASSERT_TRUE(error.has_value());
         EXPECT_EQ(error->kind(), ErrorKind::timeout) << error->what();
@@ -408,6 +420,9 @@ TEST(AllToAllFault, ARankThatStopsCallingIsNamedWithinTheTimeoutAndTheCollective
         EXPECT_TRUE(all_to_all.failed());
         EXPECT_TRUE(throws_error(ErrorKind::state, [&] { all_to_all.start(rank.parts(2)); },
                                  {"failed earlier", "rank 2"}));
+        wait_for([&] { return late_rank_done.load(); });
+        EXPECT_TRUE(std::equal(before.begin(), before.end(), rank.receive().begin()))
+            << "rank 2 wrote into rank " << node.rank() << "'s slots after the fence";
       },
       spin_briefly);
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Device tests of a rank that dies: a world of 3 ranks on the test device, each rank its own
 // process. This test process is rank 1; ranks 0 and 2 are child processes of this binary (child
-// roles, child_role.hpp). One rank is killed (SIGKILL) in a barrier, or dies half way through
-// the out-of-band endpoint exchange. Every survivor must end that call with a typed ibv::Error
+// roles, child_role.hpp). One rank is killed (SIGKILL) in a barrier or in the middle of a
+// PersistentAllToAll's round, or dies half way through the out-of-band endpoint exchange. Every survivor must end that call with a typed ibv::Error
 // within its timeout (never hang), tear down cleanly (no verbs objects left), and then build a
 // new world of the 2 survivors on fresh ports that passes barriers and exchanges data.
 //
@@ -30,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -40,6 +41,7 @@
 
 #include "child_role.hpp"
 #include "device_fixture.hpp"
+#include "ibv/collective/persistent_all_to_all.hpp"
 #include "ibv/net/exchange_message.hpp"
 #include "resource_check.hpp"
 #include "support/child_process.hpp"
@@ -449,8 +451,101 @@ int exchange_rank_role(const std::vector<std::string>& args) {
   return rebuild_and_check(args[3], args[4]);
 }
 
+
+/// The rounds every rank of an all-to-all fault runs before the victim stops.
+constexpr std::uint64_t kAllToAllRoundsBefore = 3;
+/// The all-to-all's wait: what a survivor of a dead rank waits at most.
+constexpr auto kAllToAllTimeout = 2'000ms;
+/// Rounds a survivor tries after the victim stopped; one of them must fail.
+constexpr std::uint64_t kAllToAllRoundsAfter = 4;
+
+/// One rank's all-to-all of an all-to-all fault: 256-byte parts, two slots per peer.
+struct AllToAllRank {
+  static constexpr std::size_t kSlot = 256;
+  AllToAllRank(net::Node& node, net::Bootstrap& bootstrap)
+      : send(std::size_t{node.world_size()} * kSlot, std::byte{1}),
+        receive(std::size_t{node.world_size()} * 2 * kSlot),
+        send_mr(node.protection_domain().register_local(send)),
+        receive_mr(
+            node.protection_domain().register_remote_accessible(receive, RemoteAccess::write())),
+        all_to_all(node, bootstrap, send_mr, receive_mr,
+                   {.slot_size = kSlot, .timeout = kAllToAllTimeout}) {
+    for (std::uint32_t r = 0; r < node.world_size(); ++r) {
+      parts.emplace_back(send.data() + std::size_t{r} * kSlot, kSlot);
+    }
+  }
+  /// Runs one round and checks that every part arrived whole.
+  void round() {
+    const net::AllToAllRound done = all_to_all.run(parts);
+    for (std::uint32_t r = 0; r < parts.size(); ++r) {
+      if (done.part(r).size() != kSlot) throw std::runtime_error("a short part");
+    }
+  }
+  std::vector<std::byte> send;
+  std::vector<std::byte> receive;
+  MemoryRegion send_mr;
+  MemoryRegion receive_mr;
+  net::PersistentAllToAll all_to_all;
+  std::vector<std::span<const std::byte>> parts;
+};
+
+/// A survivor's rounds after the victim stopped: the fault of the first that fails (kind ""
+/// when none did), with the kind of the call after it.
+Fault all_to_all_survivor_fault(AllToAllRank& rank) {
+  Fault fault;
+  for (std::uint64_t n = 0; n < kAllToAllRoundsAfter; ++n) {
+    const auto start = Clock::now();
+    const auto error = error_of([&] { rank.round(); });
+    if (!error) continue;
+    fault.at_ns = now_ns();
+    fault.elapsed_ms = milliseconds_since(start);
+    fault.kind = to_string(error->kind());
+    fault.what = error->what();
+    const auto then = error_of([&] { rank.round(); });
+    fault.then_kind = then ? std::string(to_string(then->kind())) : "none";
+    break;
+  }
+  return fault;
+}
+
+/// rank_fault_all_to_all CONFIG RANK victim|survivor NEW_CONFIG NEW_RANK: builds a Node and a
+/// PersistentAllToAll, runs kAllToAllRoundsBefore rounds; then the victim starts the next
+/// round (its writes posted), prints PARKED and waits to be killed; a survivor runs rounds
+/// until one fails (FAULT line), then builds the new world.
+int all_to_all_rank_role(const std::vector<std::string>& args) {
+  if (args.size() != 5) throw std::invalid_argument("rank_fault_all_to_all needs 5 arguments");
+  const auto config = net::NetworkConfig::from_file(args[0]);
+  const auto rank = static_cast<std::uint32_t>(std::stoul(args[1]));
+  {
+    net::Exchanger exchanger(config, rank, {.timeout = kBuildTimeout});
+    const Context context = open_device(config.host(rank).ibdev);
+    const ProtectionDomain pd(context);
+    net::Node node =
+        connect_rank(config, rank, context, pd, exchanger, BarrierAlgorithm::dissemination);
+    AllToAllRank all_to_all(node, exchanger);
+    for (std::uint64_t n = 0; n < kAllToAllRoundsBefore; ++n) all_to_all.round();
+    if (args[2] == "victim") {
+      all_to_all.all_to_all.start(all_to_all.parts);
+      std::printf("PARKED\n");
+      std::fflush(stdout);
+      std::this_thread::sleep_for(kRankProcessTimeout);  // killed long before
+      return 9;
+    }
+    const Fault fault = all_to_all_survivor_fault(all_to_all);
+    if (fault.kind.empty()) {
+      std::printf("NO FAULT: %llu rounds passed without the killed rank\n",
+                  static_cast<unsigned long long>(kAllToAllRoundsAfter));
+      return 3;
+    }
+    print_fault(fault);
+  }  // the failed world is torn down here
+  return rebuild_and_check(args[3], args[4]);
+}
+
 const bool kBarrierRoleRegistered = register_child_role("rank_fault_barrier", barrier_rank_role);
 const bool kExchangeRoleRegistered = register_child_role("rank_fault_exchange", exchange_rank_role);
+const bool kAllToAllRoleRegistered =
+    register_child_role("rank_fault_all_to_all", all_to_all_rank_role);
 
 // --- The tests ----------------------------------------------------------------------------
 
@@ -672,6 +767,74 @@ TEST(RankFaultExchange, ARankThatDiesAfterItsHelloBeforeItsDataIsNamed) {
 }
 TEST(RankFaultExchange, ARankThatDiesBetweenEndpointsAndReadyIsNamed) {
   kill_a_rank_in_the_exchange("endpoints_then_die", 2);
+}
+
+
+/// An all-to-all where one rank is killed mid-round: after kAllToAllRoundsBefore rounds the
+/// victim (rank 0 or 2, a child) starts one more round and parks; this process kills it
+/// (SIGKILL). Every survivor's rounds must then fail within the all-to-all's timeout with a
+/// typed ibv::Error naming the victim (timeout, or peer_gone where a write to it failed), and
+/// every later call is state; then the two survivors build a new world and the child checks
+/// that nothing of the old one leaked.
+void kill_a_rank_in_an_all_to_all(std::uint32_t victim) {
+  const Worlds worlds(victim);
+  const auto& dir = worlds.directory.path();
+  const std::string victim_name = "rank " + std::to_string(victim);
+  ChildProcess victim_process(
+      child_role_command("rank_fault_all_to_all", {worlds.old_file.string(),
+                                                   std::to_string(victim), "victim",
+                                                   worlds.new_file.string(), "-"}),
+      kRankProcessTimeout, dir / "victim.out");
+  ChildProcess survivor_process(
+      child_role_command("rank_fault_all_to_all",
+                         {worlds.old_file.string(), std::to_string(worlds.survivor), "survivor",
+                          worlds.new_file.string(), std::to_string(worlds.survivor_new_rank)}),
+      kRankProcessTimeout, dir / "survivor.out");
+
+  Fault fault;
+  std::int64_t killed_at = 0;
+  {
+    net::Exchanger exchanger(worlds.old_world, kTestRank, {.timeout = kBuildTimeout});
+    const Context context = open_device(worlds.device);
+    const ProtectionDomain pd(context);
+    net::Node node = connect_rank(worlds.old_world, kTestRank, context, pd, exchanger,
+                                  BarrierAlgorithm::dissemination);
+    AllToAllRank all_to_all(node, exchanger);
+    for (std::uint64_t n = 0; n < kAllToAllRoundsBefore; ++n) all_to_all.round();
+    ASSERT_TRUE(wait_for_line(victim_process, "PARKED")) << victim_process.describe();
+    victim_process.kill();
+    EXPECT_EQ(victim_process.wait(), std::nullopt) << victim_process.describe();
+    killed_at = now_ns();
+    fault = all_to_all_survivor_fault(all_to_all);
+    ASSERT_FALSE(fault.kind.empty()) << "every round passed without " << victim_name;
+    EXPECT_TRUE(fault.kind == "timeout" || fault.kind == "peer_gone") << fault.what;
+    EXPECT_NE(fault.what.find(victim_name), std::string::npos) << fault.what;
+    EXPECT_EQ(fault.then_kind, "state");
+    EXPECT_TRUE(all_to_all.all_to_all.failed());
+    // An upper bound on the wait, not a speed test: the timeout plus slack for emulation.
+    EXPECT_LT(milliseconds_between(killed_at, fault.at_ns),
+              static_cast<double>((kAllToAllTimeout + 10s).count()));
+  }  // this process's rank of the failed world is torn down here
+  EXPECT_NO_THROW(run_new_world(worlds.new_world, worlds.test_new_rank));
+  expect_child_survived(survivor_process, "timeout peer_gone", victim_name, "state");
+  const auto child = parse_fault(survivor_process.out());
+  ASSERT_TRUE(child);
+  EXPECT_LT(milliseconds_between(killed_at, child->at_ns),
+            static_cast<double>((kAllToAllTimeout + 10s).count()));
+  std::printf(
+      "[ figures  ] all-to-all, rank %u killed: rank %u (this process) failed %.0f ms after "
+      "the kill (%s); rank %u (child) %.0f ms after (%s)\n",
+      victim, kTestRank, milliseconds_between(killed_at, fault.at_ns), fault.kind.c_str(),
+      worlds.survivor, milliseconds_between(killed_at, child->at_ns), child->kind.c_str());
+  std::printf("[ messages ] rank %u: %s\n[ messages ] rank %u: %s\n", kTestRank,
+              fault.what.c_str(), worlds.survivor, child->what.c_str());
+}
+
+TEST(RankFaultAllToAll, Rank0KilledMidRoundIsNamedByEverySurvivor) {
+  kill_a_rank_in_an_all_to_all(0);
+}
+TEST(RankFaultAllToAll, Rank2KilledMidRoundIsNamedByEverySurvivor) {
+  kill_a_rank_in_an_all_to_all(2);
 }
 
 }  // namespace

@@ -54,9 +54,10 @@ class Node;
 ///   world size), at most peers_in_flight at once.
 /// - **Failures.** Every wait ends within the timeout. A failure (a rank gone: peer_gone; a
 ///   round not complete in time: timeout, naming the ranks awaited; a protocol violation:
-///   protocol) first moves every queue pair of the collective to the error state, so that no
-///   peer can write into the caller's memory any more, then throws; every later call throws
-///   ibv::Error (state) naming that first failure. [docs/safety.md](docs/safety.md)
+///   protocol) first destroys every queue pair of the collective (the fence: no peer writes
+///   into the caller's memory and no request reads it any more), then throws; every later
+///   call throws ibv::Error (state) naming that first failure. The peers' rounds then fail
+///   too. [docs/safety.md](docs/safety.md)
 /// - **Bad input** (wrong count of parts, a part outside the send memory or over the slot
 ///   size) throws ibv::Error (invalid_argument) before anything is posted, and the collective
 ///   stays usable.
