@@ -62,7 +62,8 @@ struct BuildMessage {
     }
     BuildMessage message;
     message.world = static_cast<std::uint32_t>(ibv::detail::get_big_endian(bytes.data() + 4, 4));
-    message.slots_per_peer = static_cast<std::uint32_t>(ibv::detail::get_big_endian(bytes.data() + 8, 4));
+    message.slots_per_peer =
+        static_cast<std::uint32_t>(ibv::detail::get_big_endian(bytes.data() + 8, 4));
     message.slot_size = ibv::detail::get_big_endian(bytes.data() + 12, 8);
     message.queue_pair = Endpoint::from_bytes(bytes.subspan(20, Endpoint::kWireSize));
     message.receive_memory = RemoteMemoryRegion::from_bytes(
@@ -126,12 +127,11 @@ void check_memory(const ProtectionDomain& pd, const MemoryRegion& send_memory,
   // world x slots x slot_size: each factor is bounded (2^32, 64, 2^24), the product fits.
   const std::uint64_t needed = std::uint64_t{world} * settings.slots_per_peer * settings.slot_size;
   if (receive_memory.length() < needed) {
-    throw_invalid_argument(kBuild, "receive_memory",
-                           "has " + std::to_string(receive_memory.length()) + " bytes; " +
-                               std::to_string(world) + " ranks x " +
-                               std::to_string(settings.slots_per_peer) + " slots x " +
-                               std::to_string(settings.slot_size) + " bytes need " +
-                               std::to_string(needed));
+    throw_invalid_argument(
+        kBuild, "receive_memory",
+        "has " + std::to_string(receive_memory.length()) + " bytes; " + std::to_string(world) +
+            " ranks x " + std::to_string(settings.slots_per_peer) + " slots x " +
+            std::to_string(settings.slot_size) + " bytes need " + std::to_string(needed));
   }
 }
 
@@ -146,7 +146,7 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
     : rank_(node.rank()),
       world_(node.world_size()),
       settings_(settings),
-      window_(0),
+      window_(settings.peers_in_flight == 0 ? node.world_size() - 1 : settings.peers_in_flight),
       send_depth_(2 * settings.slots_per_peer + 1),
       receive_depth_(2 * settings.slots_per_peer),
       send_address_(send_memory.address()),
@@ -183,11 +183,9 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
                   std::to_string(entries) + " entries ((peers) x (4 x slots + 1)), over the " +
                   "device's max_cqe " + std::to_string(device.max_cqe) + ": use fewer slots");
         }
-        const WaitMode mode =
-            settings.wait_mode.value_or(node.world_size() > 1
-                                            ? node.channel((node.rank() + 1) % node.world_size())
-                                                  .wait_mode()
-                                            : WaitMode::spin());
+        const WaitMode mode = settings.wait_mode.value_or(
+            node.world_size() > 1 ? node.channel((node.rank() + 1) % node.world_size()).wait_mode()
+                                  : WaitMode::spin());
         settings_.wait_mode = mode;
         if (settings.completion_channel) {
           completion_channel_ = settings.completion_channel;
@@ -209,7 +207,6 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
       parts_landed_(settings.slots_per_peer, 0),
       released_early_(settings.slots_per_peer, false),
       parts_(world_) {
-  window_ = settings.peers_in_flight == 0 ? world_ - 1 : settings.peers_in_flight;
   settings_.peers_in_flight = window_;
   settings_.timeout = settings.timeout.value_or(node.timeouts().operation);
   settings_.completion_channel = completion_channel_;
@@ -260,8 +257,8 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
               std::to_string(settings.slot_size) + ", " + std::to_string(settings.slots_per_peer) +
               " in " + std::to_string(world_) + " (every rank must build the same shape)");
     }
-    if (message.receive_memory.length() < std::uint64_t{world_} * settings.slots_per_peer *
-                                              settings.slot_size) {
+    if (message.receive_memory.length() <
+        std::uint64_t{world_} * settings.slots_per_peer * settings.slot_size) {
       throw Error(ErrorKind::protocol, kBuild, EPROTO,
                   "rank " + std::to_string(peer) + " offers receive memory of " +
                       std::to_string(message.receive_memory.length()) +
@@ -279,8 +276,7 @@ AllToAllCore::~AllToAllCore() = default;  // destroying the queue pairs ends the
 void AllToAllCore::check_usable(const char* call) const {
   if (failure_) [[unlikely]] {
     throw Error(ErrorKind::state, call, EPERM,
-                std::string("the all-to-all failed earlier and does no more work: ") +
-                    failure_->what(),
+                "the all-to-all failed earlier and does no more work: " + *failure_,
                 "rebuild it on every rank");
   }
 }
@@ -314,9 +310,8 @@ void AllToAllCore::start(std::span<const std::span<const std::byte>> parts) {
                                  std::to_string(settings_.slot_size) + "; nothing was posted");
     }
     const auto address = reinterpret_cast<std::uintptr_t>(part.data());
-    if (!part.empty() &&
-        (address < send_address_ || address - send_address_ > send_length_ ||
-         part.size() > send_length_ - (address - send_address_))) {
+    if (!part.empty() && (address < send_address_ || address - send_address_ > send_length_ ||
+                          part.size() > send_length_ - (address - send_address_))) {
       throw_invalid_argument(kCall, "parts[" + std::to_string(r) + "]",
                              "is not within the send memory the all-to-all was built with; "
                              "nothing was posted");
@@ -349,9 +344,9 @@ void AllToAllCore::post_parts() {
     if (round >= credits_from_[peer] + settings_.slots_per_peer) return;  // no credit yet
     if (sends_outstanding_[peer] >= send_depth_) return;
     const std::span<const std::byte> part = parts_[peer];
-    const auto element = GatherElement::from_raw(reinterpret_cast<std::uintptr_t>(part.data()),
-                                                 static_cast<std::uint32_t>(part.size()),
-                                                 send_lkey_);
+    const auto element =
+        GatherElement::from_raw(reinterpret_cast<std::uintptr_t>(part.data()),
+                                static_cast<std::uint32_t>(part.size()), send_lkey_);
     const RemoteMemoryRegion& theirs = peer_receive_[peer];
     const RemoteMemoryRegion destination(
         theirs.address() + book_index(slot, rank_) * settings_.slot_size, settings_.slot_size,
@@ -404,7 +399,8 @@ void AllToAllCore::take(const WorkCompletion& completion) {
   } else {
     --sends_outstanding_[peer];
   }
-  if (!completion.ok()) [[unlikely]] fail_completion(completion);
+  if (!completion.ok()) [[unlikely]]
+    fail_completion(completion);
   switch (kind) {
     case WorkKind::part:
       ++writes_done_;
@@ -462,7 +458,7 @@ bool AllToAllCore::round_complete() const noexcept {
 AllToAllRound AllToAllCore::finish_round() {
   in_progress_ = false;
   ++returned_;
-  return AllToAllRound(weak_from_this(), started_ - 1);
+  return {weak_from_this(), started_ - 1};
 }
 
 std::optional<AllToAllRound> AllToAllCore::poll() {
@@ -500,14 +496,15 @@ AllToAllRound AllToAllCore::wait(std::optional<Duration> timeout) {
 std::span<const std::byte> AllToAllCore::part(std::uint64_t round, std::uint32_t source) const {
   constexpr const char* kCall = "AllToAllRound::part";
   if (source >= world_) {
-    throw_invalid_argument(kCall, "source",
-                           std::to_string(source) + " is not a rank of a world of " +
-                               std::to_string(world_));
+    throw_invalid_argument(
+        kCall, "source",
+        std::to_string(source) + " is not a rank of a world of " + std::to_string(world_));
   }
   const std::uint32_t slot = slot_of(round);
   if (round < released_ || round >= returned_ || released_early_[slot]) {
-    throw Error(ErrorKind::state, kCall, EPERM,
-                "round " + std::to_string(round) + " was released: its slots are the senders' again");
+    throw Error(
+        ErrorKind::state, kCall, EPERM,
+        "round " + std::to_string(round) + " was released: its slots are the senders' again");
   }
   const std::size_t index = book_index(slot, source);
   return {receive_bytes_.data() + index * settings_.slot_size,
@@ -521,8 +518,7 @@ void AllToAllCore::release(std::uint64_t round) noexcept {
   while (released_ < returned_ && released_early_[slot_of(released_)]) {
     const std::uint32_t slot = slot_of(released_);
     released_early_[slot] = false;
-    std::fill_n(part_sizes_.begin() + static_cast<std::ptrdiff_t>(book_index(slot, 0)), world_,
-                -1);
+    std::fill_n(part_sizes_.begin() + static_cast<std::ptrdiff_t>(book_index(slot, 0)), world_, -1);
     parts_landed_[slot] = 0;
     ++released_;
     ++advanced;
@@ -536,8 +532,7 @@ void AllToAllCore::release(std::uint64_t round) noexcept {
   } catch (...) {
     // Recorded in failure_ (fenced) by whatever threw: the next call says why.
     if (!failure_) {
-      failure_.emplace(ErrorKind::driver, "AllToAllRound::release", EIO,
-                       "telling the senders of a released round failed");
+      failure_ = "AllToAllRound::release: telling the senders of a released round failed";
       fence();
     }
   }
@@ -572,12 +567,6 @@ void AllToAllCore::fence() noexcept {
   in_progress_ = false;
 }
 
-void AllToAllCore::fail(const Error& error) {
-  if (!failure_) failure_.emplace(error);
-  fence();
-  throw error;
-}
-
 void AllToAllCore::fail_completion(const WorkCompletion& completion) {
   const std::uint64_t id = completion.wr_id();
   const auto kind = static_cast<WorkKind>(id >> kKindShift);
@@ -585,17 +574,14 @@ void AllToAllCore::fail_completion(const WorkCompletion& completion) {
   std::string what = "PersistentAllToAll: ";
   switch (kind) {
     case WorkKind::part:
-      what += "the part of round " + std::to_string(started_ - 1) + " to rank " +
-              std::to_string(peer);
+      what +=
+          "the part of round " + std::to_string(started_ - 1) + " to rank " + std::to_string(peer);
       break;
     case WorkKind::credit: what += "a credit to rank " + std::to_string(peer); break;
     case WorkKind::receive: what += "a receive for rank " + std::to_string(peer); break;
   }
   if (kind_of(completion.status()) == ErrorKind::peer_gone) what += " (rank gone?)";
-  const WorkError error(completion, what);
-  if (!failure_) failure_.emplace(error);
-  fence();
-  throw error;
+  fail(WorkError(completion, what));
 }
 
 void AllToAllCore::fail_protocol(std::uint32_t peer, const std::string& what) {
@@ -625,7 +611,8 @@ void AllToAllCore::fail_timeout(Duration limit) {
     detail += "; no credit yet from " + rank_list(no_credit) + " (round " +
               std::to_string(round - settings_.slots_per_peer) + " still held there)";
   }
-  if (!unacknowledged.empty()) detail += "; writes not acknowledged by " + rank_list(unacknowledged);
+  if (!unacknowledged.empty())
+    detail += "; writes not acknowledged by " + rank_list(unacknowledged);
   fail(Error(ErrorKind::timeout, "PersistentAllToAll::wait", ETIMEDOUT, detail,
              "are those ranks alive and running the same rounds? The all-to-all is fenced now: "
              "rebuild it on every rank"));

@@ -117,8 +117,14 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
     return static_cast<std::size_t>(slot) * world_ + source;
   }
 
-  /// Fences (destroys every queue pair), records the failure and throws `error`.
-  [[noreturn]] void fail(const Error& error);
+  /// Fences (destroys every queue pair), records the failure and throws `error` (an
+  /// ibv::Error or WorkError, thrown as its own type).
+  template <typename Failure>
+  [[noreturn]] void fail(const Failure& error) {
+    if (!failure_) failure_ = error.what();
+    fence();
+    throw Failure(error);
+  }
   /// The failure of a completion from `peer`.
   [[noreturn]] void fail_completion(const WorkCompletion& completion);
   /// The failure of a peer that broke the protocol.
@@ -142,20 +148,20 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
 
   std::optional<CompletionChannel> completion_channel_;
   CompletionQueue cq_;
-  std::vector<std::optional<QueuePair>> qps_;           // [peer]
-  std::vector<RemoteMemoryRegion> peer_receive_;        // [peer]: its receive memory
+  std::vector<std::optional<QueuePair>> qps_;     // [peer]
+  std::vector<RemoteMemoryRegion> peer_receive_;  // [peer]: its receive memory
 
   // Per peer.
-  std::vector<std::uint64_t> credits_from_;     // rounds the peer released of this rank's parts
-  std::vector<std::uint32_t> credits_owed_;     // rounds released here the peer is not told of
+  std::vector<std::uint64_t> credits_from_;  // rounds the peer released of this rank's parts
+  std::vector<std::uint32_t> credits_owed_;  // rounds released here the peer is not told of
   std::vector<std::uint32_t> sends_outstanding_;
   std::vector<std::uint32_t> receives_posted_;
-  std::vector<std::uint64_t> next_from_;        // the round its next part belongs to
+  std::vector<std::uint64_t> next_from_;  // the round its next part belongs to
 
   // Per slot: the size of each source's part (-1: not landed) and how many landed.
-  std::vector<std::int64_t> part_sizes_;        // [slot * world + source]
-  std::vector<std::uint32_t> parts_landed_;     // [slot]
-  std::vector<bool> released_early_;            // [slot]: released before the rounds before it
+  std::vector<std::int64_t> part_sizes_;     // [slot * world + source]
+  std::vector<std::uint32_t> parts_landed_;  // [slot]
+  std::vector<bool> released_early_;         // [slot]: released before the rounds before it
 
   // Rounds: [0, released_) released, [released_, returned_) held by the caller,
   // returned_ in progress when in_progress_.
@@ -164,11 +170,11 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
   std::uint64_t released_ = 0;
   bool in_progress_ = false;
   std::vector<std::span<const std::byte>> parts_;  // [destination] of the round in progress
-  std::uint32_t next_step_ = 1;     // the next k of the shift schedule (destination rank + k)
-  std::uint32_t in_window_ = 0;     // parts posted, not complete
-  std::uint32_t writes_done_ = 0;   // parts complete
+  std::uint32_t next_step_ = 1;    // the next k of the shift schedule (destination rank + k)
+  std::uint32_t in_window_ = 0;    // parts posted, not complete
+  std::uint32_t writes_done_ = 0;  // parts complete
 
-  std::optional<Error> failure_;
+  std::optional<std::string> failure_;  // the first failure's what()
   std::array<WorkCompletion, 32> batch_{};
 };
 

@@ -65,15 +65,16 @@ std::size_t part_size(std::uint64_t round, std::uint32_t source, std::uint32_t d
 
 std::byte part_byte(std::uint64_t round, std::uint32_t source, std::uint32_t destination,
                     std::size_t index) {
-  return static_cast<std::byte>((round * 131U + source * 31U + destination * 17U + index * 7U) &
-                                0xffU);
+  return static_cast<std::byte>(
+      (round * 131U + std::uint64_t{source} * 31U + std::uint64_t{destination} * 17U + index * 7U) &
+      0xffU);
 }
 
 /// One rank's memory and collective: send memory with room for one part per rank, receive
 /// memory for the slots.
 class Rank {
  public:
-  Rank(net::Node& node, net::Bootstrap& bootstrap, AllToAllSettings settings)
+  Rank(net::Node& node, net::Bootstrap& bootstrap, const AllToAllSettings& settings)
       : world_(node.world_size()),
         rank_(node.rank()),
         slot_(settings.slot_size),
@@ -135,9 +136,7 @@ class Rank {
 };
 
 /// Worlds of up to 8 threads share the testbed's two vCPUs: they spin briefly, then sleep.
-void spin_briefly(net::NodeBuilder& builder) {
-  builder.wait_mode(WaitMode::spin_then_block(50us));
-}
+void spin_briefly(net::NodeBuilder& builder) { builder.wait_mode(WaitMode::spin_then_block(50us)); }
 
 class AllToAllWorld : public ::testing::TestWithParam<std::uint32_t> {};
 
@@ -298,20 +297,21 @@ TEST(AllToAll, WithoutACompletionChannelThereIsNoFd) {
 TEST(AllToAllBadInput, EveryBuildSettingIsCheckedBeforeAnythingIsCreated) {
   run_ranks(2, [&](net::Node& node, net::Bootstrap& bootstrap) {
     const ProtectionDomain& pd = node.protection_domain();
-    std::vector<std::byte> send(1024);
-    std::vector<std::byte> receive(2 * 2 * 128);
+    std::vector<std::byte> send(std::size_t{1024});
+    std::vector<std::byte> receive(std::size_t{2} * 2 * 128);
     const MemoryRegion send_mr = pd.register_local(send);
     const MemoryRegion receive_mr = pd.register_remote_accessible(receive, RemoteAccess::write());
     const MemoryRegion receive_local = pd.register_local(receive);
     const ProtectionDomain other_pd(pd.context());
     const MemoryRegion send_elsewhere = other_pd.register_local(send);
-    auto build = [&](const MemoryRegion& out, const MemoryRegion& in, AllToAllSettings settings) {
+    auto build = [&](const MemoryRegion& out, const MemoryRegion& in,
+                     const AllToAllSettings& settings) {
       return [&node, &bootstrap, send_memory = &out, receive_memory = &in, settings] {
         (void)PersistentAllToAll(node, bootstrap, *send_memory, *receive_memory, settings);
       };
     };
-    EXPECT_TRUE(throws_invalid_argument(build(send_mr, receive_mr, {.slot_size = 0}),
-                                        {"slot_size", "0"}));
+    EXPECT_TRUE(
+        throws_invalid_argument(build(send_mr, receive_mr, {.slot_size = 0}), {"slot_size", "0"}));
     EXPECT_TRUE(throws_invalid_argument(
         build(send_mr, receive_mr, {.slot_size = AllToAllSettings::kMaxSlotSize + 1}),
         {"slot_size", "24 bits"}));
@@ -340,8 +340,8 @@ TEST(AllToAllBadInput, EveryBuildSettingIsCheckedBeforeAnythingIsCreated) {
 TEST(AllToAllBadInput, SettingsThatDifferBetweenRanksNameTheRank) {
   run_ranks(2, [&](net::Node& node, net::Bootstrap& bootstrap) {
     const std::size_t slot = node.rank() == 0 ? 64 : 128;
-    std::vector<std::byte> send(256);
-    std::vector<std::byte> receive(2 * 2 * slot);
+    std::vector<std::byte> send(std::size_t{256});
+    std::vector<std::byte> receive(std::size_t{4} * slot);
     const MemoryRegion send_mr = node.protection_domain().register_local(send);
     const MemoryRegion receive_mr =
         node.protection_domain().register_remote_accessible(receive, RemoteAccess::write());
@@ -358,7 +358,7 @@ TEST(AllToAllBadInput, BadPartsAreRefusedBeforeAnythingIsPostedAndTheRoundStillR
   run_ranks(2, [&](net::Node& node, net::Bootstrap& bootstrap) {
     Rank rank(node, bootstrap, {.slot_size = 100, .timeout = 20s});
     PersistentAllToAll& all_to_all = rank.all_to_all();
-    std::vector<std::byte> outside(16);
+    std::vector<std::byte> outside(std::size_t{16});
     const std::span<const std::byte> inside = rank.send().first(10);
     const std::vector<std::span<const std::byte>> one_part{inside};
     const std::vector<std::span<const std::byte>> too_big{inside, rank.send().first(101)};
@@ -367,10 +367,10 @@ TEST(AllToAllBadInput, BadPartsAreRefusedBeforeAnythingIsPostedAndTheRoundStillR
                                         {"parts", "1 entries", "nothing was posted"}));
     EXPECT_TRUE(throws_invalid_argument([&] { all_to_all.start(too_big); },
                                         {"parts[1]", "101 bytes", "slot size 100"}));
-    EXPECT_TRUE(throws_invalid_argument([&] { all_to_all.start(elsewhere); },
-                                        {"parts[1]", "send memory"}));
-    EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)all_to_all.wait(); },
-                             {"no round is started"}));
+    EXPECT_TRUE(
+        throws_invalid_argument([&] { all_to_all.start(elsewhere); }, {"parts[1]", "send memory"}));
+    EXPECT_TRUE(
+        throws_error(ErrorKind::state, [&] { (void)all_to_all.wait(); }, {"no round is started"}));
     EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)all_to_all.poll(); }));
     all_to_all.start(rank.parts(0));
     EXPECT_TRUE(throws_error(ErrorKind::state, [&] { all_to_all.start(rank.parts(1)); },

@@ -2,9 +2,10 @@
 // Device tests of a rank that dies: a world of 3 ranks on the test device, each rank its own
 // process. This test process is rank 1; ranks 0 and 2 are child processes of this binary (child
 // roles, child_role.hpp). One rank is killed (SIGKILL) in a barrier or in the middle of a
-// PersistentAllToAll's round, or dies half way through the out-of-band endpoint exchange. Every survivor must end that call with a typed ibv::Error
-// within its timeout (never hang), tear down cleanly (no verbs objects left), and then build a
-// new world of the 2 survivors on fresh ports that passes barriers and exchanges data.
+// PersistentAllToAll's round, or dies half way through the out-of-band endpoint exchange. Every
+// survivor must end that call with a typed ibv::Error within its timeout (never hang), tear down
+// cleanly (no verbs objects left), and then build a new world of the 2 survivors on fresh ports
+// that passes barriers and exchanges data.
 //
 // A barrier's fault path is the same for every algorithm but is waited for in either of the
 // channel's ways: four of the seven barrier faults wait spinning (one per algorithm, and the
@@ -451,7 +452,6 @@ int exchange_rank_role(const std::vector<std::string>& args) {
   return rebuild_and_check(args[3], args[4]);
 }
 
-
 /// The rounds every rank of an all-to-all fault runs before the victim stops.
 constexpr std::uint64_t kAllToAllRoundsBefore = 3;
 /// The all-to-all's wait: what a survivor of a dead rank waits at most.
@@ -769,7 +769,6 @@ TEST(RankFaultExchange, ARankThatDiesBetweenEndpointsAndReadyIsNamed) {
   kill_a_rank_in_the_exchange("endpoints_then_die", 2);
 }
 
-
 /// An all-to-all where one rank is killed mid-round: after kAllToAllRoundsBefore rounds the
 /// victim (rank 0 or 2, a child) starts one more round and parks; this process kills it
 /// (SIGKILL). Every survivor's rounds must then fail within the all-to-all's timeout with a
@@ -781,9 +780,8 @@ void kill_a_rank_in_an_all_to_all(std::uint32_t victim) {
   const auto& dir = worlds.directory.path();
   const std::string victim_name = "rank " + std::to_string(victim);
   ChildProcess victim_process(
-      child_role_command("rank_fault_all_to_all", {worlds.old_file.string(),
-                                                   std::to_string(victim), "victim",
-                                                   worlds.new_file.string(), "-"}),
+      child_role_command("rank_fault_all_to_all", {worlds.old_file.string(), std::to_string(victim),
+                                                   "victim", worlds.new_file.string(), "-"}),
       kRankProcessTimeout, dir / "victim.out");
   ChildProcess survivor_process(
       child_role_command("rank_fault_all_to_all",
@@ -826,8 +824,8 @@ void kill_a_rank_in_an_all_to_all(std::uint32_t victim) {
       "the kill (%s); rank %u (child) %.0f ms after (%s)\n",
       victim, kTestRank, milliseconds_between(killed_at, fault.at_ns), fault.kind.c_str(),
       worlds.survivor, milliseconds_between(killed_at, child->at_ns), child->kind.c_str());
-  std::printf("[ messages ] rank %u: %s\n[ messages ] rank %u: %s\n", kTestRank,
-              fault.what.c_str(), worlds.survivor, child->what.c_str());
+  std::printf("[ messages ] rank %u: %s\n[ messages ] rank %u: %s\n", kTestRank, fault.what.c_str(),
+              worlds.survivor, child->what.c_str());
 }
 
 TEST(RankFaultAllToAll, Rank0KilledMidRoundIsNamedByEverySurvivor) {

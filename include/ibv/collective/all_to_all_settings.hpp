@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "ibv/duration.hpp"
 #include "ibv/channel/wait_mode.hpp"
+#include "ibv/duration.hpp"
 #include "ibv/verbs/completion_channel.hpp"
 
 namespace ibv::net {
