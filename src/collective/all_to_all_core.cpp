@@ -137,6 +137,31 @@ void check_memory(const ProtectionDomain& pd, const MemoryRegion& send_memory,
 
 }  // namespace
 
+AllToAllSizing size_all_to_all(std::uint32_t world, std::uint32_t slots_per_peer,
+                               const DeviceAttributes& device) {
+  AllToAllSizing sizing{.send_queue = 2 * slots_per_peer + 1,
+                        .receive_queue = 2 * slots_per_peer,
+                        .completion_queue = 1};
+  if (sizing.send_queue > static_cast<std::uint32_t>(std::max(device.max_qp_wr, 0))) {
+    throw_invalid_argument(kBuild, "slots_per_peer",
+                           std::to_string(slots_per_peer) + " needs send queues of " +
+                               std::to_string(sizing.send_queue) +
+                               " entries (2 x slots + 1), over the device's max_qp_wr " +
+                               std::to_string(device.max_qp_wr));
+  }
+  const std::uint64_t entries =
+      std::uint64_t{world - 1} * (sizing.send_queue + sizing.receive_queue);
+  if (entries > static_cast<std::uint64_t>(std::max(device.max_cqe, 0))) {
+    throw_invalid_argument(kBuild, "slots_per_peer",
+                           std::to_string(slots_per_peer) + " with " + std::to_string(world - 1) +
+                               " peers needs a completion queue of " + std::to_string(entries) +
+                               " entries (peers x (4 x slots + 1)), over the device's max_cqe " +
+                               std::to_string(device.max_cqe) + ": use fewer slots per peer");
+  }
+  sizing.completion_queue = std::max(1, static_cast<int>(entries));
+  return sizing;
+}
+
 std::uint64_t AllToAllCore::wr_id(WorkKind kind, std::uint32_t peer, std::uint64_t round) noexcept {
   return (static_cast<std::uint64_t>(kind) << kKindShift) | ((round & kRoundMask30) << 32U) | peer;
 }
@@ -147,7 +172,7 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
       world_(node.world_size()),
       settings_(settings),
       window_(settings.peers_in_flight == 0 ? node.world_size() - 1 : settings.peers_in_flight),
-      send_depth_(2 * settings.slots_per_peer + 1),
+      send_depth_(2 * settings.slots_per_peer + 1),  // size_all_to_all() checks them
       receive_depth_(2 * settings.slots_per_peer),
       send_address_(send_memory.address()),
       send_length_(send_memory.length()),
@@ -165,24 +190,8 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
         check_settings(settings, node.world_size());
         const ProtectionDomain& pd = node.protection_domain();
         check_memory(pd, send_memory, receive_memory, settings, node.world_size());
-        const DeviceAttributes device = pd.context().query_device();
-        const std::uint32_t depth = 2 * settings.slots_per_peer + 1;
-        if (depth > static_cast<std::uint32_t>(device.max_qp_wr)) {
-          throw_invalid_argument(kBuild, "slots_per_peer",
-                                 std::to_string(settings.slots_per_peer) + " needs queues of " +
-                                     std::to_string(depth) + " entries (2 x slots + 1), over the " +
-                                     "device's max_qp_wr " + std::to_string(device.max_qp_wr));
-        }
-        const std::uint64_t entries =
-            std::max<std::uint64_t>(1, std::uint64_t{node.world_size() - 1} * (2 * depth - 1));
-        if (entries > static_cast<std::uint64_t>(device.max_cqe)) {
-          throw_invalid_argument(
-              kBuild, "slots_per_peer",
-              std::to_string(settings.slots_per_peer) + " with " +
-                  std::to_string(node.world_size() - 1) + " peers needs a completion queue of " +
-                  std::to_string(entries) + " entries ((peers) x (4 x slots + 1)), over the " +
-                  "device's max_cqe " + std::to_string(device.max_cqe) + ": use fewer slots");
-        }
+        const AllToAllSizing sizing = size_all_to_all(node.world_size(), settings.slots_per_peer,
+                                                      pd.context().query_device());
         const WaitMode mode = settings.wait_mode.value_or(
             node.world_size() > 1 ? node.channel((node.rank() + 1) % node.world_size()).wait_mode()
                                   : WaitMode::spin());
@@ -193,8 +202,8 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
           completion_channel_.emplace(pd.context());
         }
         return completion_channel_
-                   ? CompletionQueue(pd.context(), static_cast<int>(entries), *completion_channel_)
-                   : CompletionQueue(pd.context(), static_cast<int>(entries));
+                   ? CompletionQueue(pd.context(), sizing.completion_queue, *completion_channel_)
+                   : CompletionQueue(pd.context(), sizing.completion_queue);
       }()),
       qps_(world_),
       peer_receive_(world_),

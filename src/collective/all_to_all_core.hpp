@@ -19,6 +19,7 @@
 #include "ibv/collective/all_to_all_settings.hpp"
 #include "ibv/error.hpp"
 #include "ibv/verbs/completion_queue.hpp"
+#include "ibv/verbs/context.hpp"
 #include "ibv/verbs/memory_region.hpp"
 #include "ibv/verbs/queue_pair.hpp"
 #include "ibv/verbs/remote_memory_region.hpp"
@@ -59,6 +60,21 @@ struct AllToAllImmediate {
     return immediate & ~kCreditBit;
   }
 };
+
+/// The queues of an all-to-all: per peer a send queue for its parts and credits (at most
+/// slots_per_peer of each in flight, plus one) and a receive queue for the peer's (as many);
+/// one completion queue for all of them.
+struct AllToAllSizing {
+  std::uint32_t send_queue = 0;
+  std::uint32_t receive_queue = 0;
+  int completion_queue = 0;
+};
+
+/// The sizing of an all-to-all of `world` ranks with `slots_per_peer`, checked against
+/// `device`: throws ibv::Error (invalid_argument) naming max_qp_wr or max_cqe when it does not
+/// fit. Pure: tested without a device.
+[[nodiscard]] AllToAllSizing size_all_to_all(std::uint32_t world, std::uint32_t slots_per_peer,
+                                             const DeviceAttributes& device);
 
 /// What PersistentAllToAll and AllToAllRound forward to (the rounds hold it weakly).
 class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {

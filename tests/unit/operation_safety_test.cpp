@@ -38,7 +38,7 @@ ScatterElement scatter(std::uint64_t address, std::uint32_t length = 8) {
   return ScatterElement::from_raw(address, length, 9);
 }
 
-const RemoteMemoryRegion kRemote(0x7f0000000000, 1 << 20, 0xabcdef);
+const RemoteMemoryRegion kSafetyRemote(0x7f0000000000, 1 << 20, 0xabcdef);
 
 // What must not compile is asked through these concepts: a requires-expression outside a
 // template may not contain an invalid expression at all, one inside a concept is false.
@@ -147,9 +147,9 @@ TEST(ElementList, ACopyHoldsItsOwnElements) {
 std::vector<op::AnySend> operations_from_temporaries() {
   std::vector<op::AnySend> operations;
   for (std::uint64_t i = 0; i < 3; ++i) {
-    operations.emplace_back(op::Write{std::array{gather(0x1000 * (i + 1), 16)}, kRemote});
+    operations.emplace_back(op::Write{std::array{gather(0x1000 * (i + 1), 16)}, kSafetyRemote});
     operations.emplace_back(op::Send{std::array{gather(0x10 + i), gather(0x20 + i)}});
-    operations.emplace_back(op::Read{std::array{scatter(0x9000 + i)}, kRemote});
+    operations.emplace_back(op::Read{std::array{scatter(0x9000 + i)}, kSafetyRemote});
   }
   return operations;
 }
@@ -183,7 +183,7 @@ static_assert(op::SendOperation<op::Send> && op::SendOperation<op::AnySend>);
 
 // --- peer-addressed operations -----------------------------------------------------------------
 
-const PeerRemoteMemoryRegion kPeer3(3, kRemote);
+const PeerRemoteMemoryRegion kPeer3(3, kSafetyRemote);
 
 // A MultiChannel takes the operations that name no peer memory, and the peer forms of the rest;
 // a plain RemoteMemoryRegion, which says no peer, is not one.
@@ -218,11 +218,11 @@ TEST(PeerOperation, PostsThePlainRegionOfItsTag) {
   const op::PeerWrite peer_write{gather(0x40, 8), kPeer3, 7U};
   const SendRequest write = peer_write.request(5);
   EXPECT_EQ(write.native().opcode, IBV_WR_RDMA_WRITE_WITH_IMM);
-  EXPECT_EQ(write.native().wr.rdma.remote_addr, kRemote.address());
-  EXPECT_EQ(write.native().wr.rdma.rkey, kRemote.rkey());
+  EXPECT_EQ(write.native().wr.rdma.remote_addr, kSafetyRemote.address());
+  EXPECT_EQ(write.native().wr.rdma.rkey, kSafetyRemote.rkey());
   const op::PeerCompareSwap peer_swap{scatter(0x80), kPeer3, 1, 2};
   const SendRequest swap = peer_swap.request(6);
-  EXPECT_EQ(swap.native().wr.atomic.remote_addr, kRemote.address());
+  EXPECT_EQ(swap.native().wr.atomic.remote_addr, kSafetyRemote.address());
   EXPECT_EQ(swap.native().wr.atomic.compare_add, 1U);
   EXPECT_EQ(swap.native().wr.atomic.swap, 2U);
 }

@@ -21,7 +21,7 @@ using namespace ibv;
 const std::array<GatherElement, 2> kGather = {GatherElement::from_raw(0x1000, 100, 7),
                                               GatherElement::from_raw(0x2000, 28, 7)};
 const std::array<ScatterElement, 1> kScatter = {ScatterElement::from_raw(0x8000, 8, 9)};
-const RemoteMemoryRegion kRemote(0x7f0000000000, 1 << 20, 0xabcdef);
+const RemoteMemoryRegion kOperationRemote(0x7f0000000000, 1 << 20, 0xabcdef);
 
 static_assert(op::SendOperation<op::Send> && op::SendOperation<op::Write> &&
               op::SendOperation<op::Read> && op::SendOperation<op::FetchAdd> &&
@@ -50,15 +50,15 @@ TEST(Operation, SendWithImmediateCarriesItInNetworkOrder) {
 }
 
 TEST(Operation, WriteTargetsItsDestinationWithOrWithoutImmediate) {
-  const op::Write write{kGather, kRemote};
+  const op::Write write{kGather, kOperationRemote};
   SendRequest plain = write.request(2);
   EXPECT_EQ(plain.opcode(), SendOpcode::rdma_write);
-  EXPECT_EQ(plain.native().wr.rdma.remote_addr, kRemote.address());
-  EXPECT_EQ(plain.native().wr.rdma.rkey, kRemote.rkey());
+  EXPECT_EQ(plain.native().wr.rdma.remote_addr, kOperationRemote.address());
+  EXPECT_EQ(plain.native().wr.rdma.rkey, kOperationRemote.rkey());
   ASSERT_TRUE(plain.remote().has_value());
-  EXPECT_EQ(plain.remote()->length(), kRemote.length());
+  EXPECT_EQ(plain.remote()->length(), kOperationRemote.length());
 
-  const op::Write write_with_immediate{kGather, kRemote, 5U};
+  const op::Write write_with_immediate{kGather, kOperationRemote, 5U};
   SendRequest notifying = write_with_immediate.request(3);
   EXPECT_EQ(notifying.opcode(), SendOpcode::rdma_write_with_immediate);
   EXPECT_EQ(notifying.native().opcode, IBV_WR_RDMA_WRITE_WITH_IMM);
@@ -66,23 +66,23 @@ TEST(Operation, WriteTargetsItsDestinationWithOrWithoutImmediate) {
 }
 
 TEST(Operation, ReadScattersFromItsSource) {
-  const op::Read read{kScatter, kRemote};
+  const op::Read read{kScatter, kOperationRemote};
   SendRequest request = read.request(4);
   EXPECT_EQ(request.opcode(), SendOpcode::rdma_read);
   EXPECT_EQ(request.native().opcode, IBV_WR_RDMA_READ);
   EXPECT_EQ(request.native().sg_list[0].addr, 0x8000U);
-  EXPECT_EQ(request.native().wr.rdma.remote_addr, kRemote.address());
+  EXPECT_EQ(request.native().wr.rdma.remote_addr, kOperationRemote.address());
 }
 
 TEST(Operation, AtomicsCarryTheirOperands) {
-  const op::FetchAdd add{kScatter[0], kRemote, 9};
+  const op::FetchAdd add{kScatter[0], kOperationRemote, 9};
   SendRequest fetch_add = add.request(5);
   EXPECT_EQ(fetch_add.opcode(), SendOpcode::atomic_fetch_and_add);
   EXPECT_EQ(fetch_add.native().wr.atomic.compare_add, 9U);
-  EXPECT_EQ(fetch_add.native().wr.atomic.remote_addr, kRemote.address());
-  EXPECT_EQ(fetch_add.native().wr.atomic.rkey, kRemote.rkey());
+  EXPECT_EQ(fetch_add.native().wr.atomic.remote_addr, kOperationRemote.address());
+  EXPECT_EQ(fetch_add.native().wr.atomic.rkey, kOperationRemote.rkey());
 
-  const op::CompareSwap swap{kScatter[0], kRemote, 10, 11};
+  const op::CompareSwap swap{kScatter[0], kOperationRemote, 10, 11};
   SendRequest compare_swap = swap.request(6);
   EXPECT_EQ(compare_swap.opcode(), SendOpcode::atomic_compare_and_swap);
   EXPECT_EQ(compare_swap.native().wr.atomic.compare_add, 10U);
@@ -90,9 +90,10 @@ TEST(Operation, AtomicsCarryTheirOperands) {
 }
 
 TEST(Operation, AnySendMakesTheRequestOfTheOperationItHolds) {
-  const std::vector<op::AnySend> list{
-      op::Write{kGather, kRemote}, op::Send{kGather, 8U}, op::Read{kScatter, kRemote},
-      op::FetchAdd{kScatter[0], kRemote, 3}, op::CompareSwap{kScatter[0], kRemote, 4, 5}};
+  const std::vector<op::AnySend> list{op::Write{kGather, kOperationRemote}, op::Send{kGather, 8U},
+                                      op::Read{kScatter, kOperationRemote},
+                                      op::FetchAdd{kScatter[0], kOperationRemote, 3},
+                                      op::CompareSwap{kScatter[0], kOperationRemote, 4, 5}};
   const std::array<SendOpcode, 5> expected{SendOpcode::rdma_write, SendOpcode::send_with_immediate,
                                            SendOpcode::rdma_read, SendOpcode::atomic_fetch_and_add,
                                            SendOpcode::atomic_compare_and_swap};
