@@ -84,7 +84,7 @@ std::string rank_list(const std::vector<std::uint32_t>& ranks) {
   return text;
 }
 
-void check_settings(const AllToAllSettings& settings, std::uint32_t world) {
+void check_settings(const AllToAllSettings& settings) {
   if (settings.slot_size == 0 || settings.slot_size > AllToAllSettings::kMaxSlotSize) {
     throw_invalid_argument(kBuild, "slot_size",
                            std::to_string(settings.slot_size) + " is not within 1.." +
@@ -95,12 +95,6 @@ void check_settings(const AllToAllSettings& settings, std::uint32_t world) {
     throw_invalid_argument(kBuild, "slots_per_peer",
                            std::to_string(settings.slots_per_peer) + " is not within 2.." +
                                std::to_string(AllToAllSettings::kMaxSlotsPerPeer));
-  }
-  if (settings.peers_in_flight > world - 1) {
-    throw_invalid_argument(kBuild, "peers_in_flight",
-                           std::to_string(settings.peers_in_flight) + " is more than the " +
-                               std::to_string(world - 1) + " peers of a world of " +
-                               std::to_string(world) + " (0 means all of them)");
   }
   ibv::detail::check_positive_timeout(settings.timeout, kBuild);
   if (settings.wait_mode && settings.wait_mode->strategy == WaitStrategy::spin_then_block) {
@@ -171,7 +165,9 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
     : rank_(node.rank()),
       world_(node.world_size()),
       settings_(settings),
-      window_(settings.peers_in_flight == 0 ? node.world_size() - 1 : settings.peers_in_flight),
+      window_(settings.peers_in_flight == 0
+                  ? node.world_size() - 1
+                  : std::min(settings.peers_in_flight, node.world_size() - 1)),
       send_depth_(2 * settings.slots_per_peer + 1),  // size_all_to_all() checks them
       receive_depth_(2 * settings.slots_per_peer),
       send_address_(send_memory.address()),
@@ -187,7 +183,7 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
                                      ", the Node is rank " + std::to_string(node.rank()) + " of " +
                                      std::to_string(node.world_size()));
         }
-        check_settings(settings, node.world_size());
+        check_settings(settings);
         const ProtectionDomain& pd = node.protection_domain();
         check_memory(pd, send_memory, receive_memory, settings, node.world_size());
         const AllToAllSizing sizing = size_all_to_all(node.world_size(), settings.slots_per_peer,

@@ -24,8 +24,9 @@ struct AllToAllSettings {
   /// n + 1 can land while the caller still reads round n; each one more lets the senders run
   /// one more round ahead of a slow reader.
   std::uint32_t slots_per_peer = 2;
-  /// How many of a round's parts this rank has on the wire at once (the traffic shaping of
-  /// the shift schedule): 1 to world size - 1; 0 (default) means all of them.
+  /// How many of a round's parts this rank has on the wire at once, at most (the traffic
+  /// shaping of the shift schedule): 0 (default), or anything from world size - 1 up, means
+  /// all of them. PersistentAllToAll::settings() gives the number in force (0 in a world of 1).
   std::uint32_t peers_in_flight = 0;
   /// How long wait() and run() wait for a round; unset: the Node's operation timeout
   /// (ChannelTimeouts::operation). Positive.

@@ -58,6 +58,10 @@ class Node;
 ///   into the caller's memory and no request reads it any more), then throws; every later
 ///   call throws ibv::Error (state) naming that first failure. The peers' rounds then fail
 ///   too. [docs/safety.md](docs/safety.md)
+/// - **Ending.** A rank's last wait() returns once its own parts have landed and its writes are
+///   acknowledged, while a peer may still be in that round (waiting for the acknowledgement of
+///   its last write, say). Pass a barrier on every rank (Node::barrier) before destroying the
+///   collective, so that no peer's last round fails for want of this rank.
 /// - **Bad input** (wrong count of parts, a part outside the send memory or over the slot
 ///   size) throws ibv::Error (invalid_argument) before anything is posted, and the collective
 ///   stays usable.
