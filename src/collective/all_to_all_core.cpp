@@ -24,7 +24,7 @@ namespace {
 
 constexpr const char* kBuild = "PersistentAllToAll";
 constexpr std::uint64_t kKindShift = 62;
-constexpr std::uint64_t kRoundMask30 = (std::uint64_t{1} << 30U) - 1U;
+constexpr std::uint64_t kSlotMask = (std::uint64_t{1} << 30U) - 1U;
 
 /// What one rank tells each peer at build: a tag, the shape, its queue pair for the peer and
 /// its receive memory. Big-endian, fixed size.
@@ -156,8 +156,8 @@ AllToAllSizing size_all_to_all(std::uint32_t world, std::uint32_t slots_per_peer
   return sizing;
 }
 
-std::uint64_t AllToAllCore::wr_id(WorkKind kind, std::uint32_t peer, std::uint64_t round) noexcept {
-  return (static_cast<std::uint64_t>(kind) << kKindShift) | ((round & kRoundMask30) << 32U) | peer;
+std::uint64_t AllToAllCore::wr_id(WorkKind kind, std::uint32_t peer, std::uint32_t slot) noexcept {
+  return (static_cast<std::uint64_t>(kind) << kKindShift) | (std::uint64_t{slot} << 32U) | peer;
 }
 
 AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion& send_memory,
@@ -211,7 +211,9 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
       part_sizes_(std::size_t{world_} * settings.slots_per_peer, -1),
       parts_landed_(settings.slots_per_peer, 0),
       released_early_(settings.slots_per_peer, false),
-      parts_(world_) {
+      parts_(std::size_t{world_} * settings.slots_per_peer),
+      next_step_(settings.slots_per_peer, 0),
+      writes_done_(settings.slots_per_peer, 0) {
   settings_.peers_in_flight = window_;
   settings_.timeout = settings.timeout.value_or(node.timeouts().operation);
   settings_.completion_channel = completion_channel_;
@@ -289,18 +291,16 @@ void AllToAllCore::check_usable(const char* call) const {
 void AllToAllCore::start(std::span<const std::span<const std::byte>> parts) {
   constexpr const char* kCall = "PersistentAllToAll::start";
   check_usable(kCall);
-  if (in_progress_) {
-    throw Error(ErrorKind::state, kCall, EBUSY,
-                "round " + std::to_string(started_ - 1) + " is started and not yet returned",
-                "wait() for it (or poll() until it comes) before starting the next");
-  }
   if (started_ >= released_ + settings_.slots_per_peer) {
     throw Error(ErrorKind::state, kCall, EBUSY,
                 "round " + std::to_string(started_) + " needs the slots of round " +
                     std::to_string(started_ - settings_.slots_per_peer) +
-                    ", which this rank still holds (every one of its " +
-                    std::to_string(settings_.slots_per_peer) + " slots per peer is held)",
-                "release a round (AllToAllRound::release) before starting the next");
+                    ", which this rank still holds or has in flight (all " +
+                    std::to_string(settings_.slots_per_peer) +
+                    " slots per peer are taken: " + std::to_string(returned_ - released_) +
+                    " rounds held, " + std::to_string(started_ - returned_) + " in flight)",
+                in_flight() ? "wait() for a round, or release one (AllToAllRound::release)"
+                            : "release a round (AllToAllRound::release) before starting the next");
   }
   if (parts.size() != world_) {
     throw_invalid_argument(kCall, "parts",
@@ -323,14 +323,13 @@ void AllToAllCore::start(std::span<const std::span<const std::byte>> parts) {
     }
   }
   const std::uint64_t round = started_;
-  std::copy(parts.begin(), parts.end(), parts_.begin());
-  ++started_;
-  in_progress_ = true;
-  next_step_ = 1;
-  in_window_ = 0;
-  writes_done_ = 0;
-  // The own part: a local copy into its slot.
   const std::uint32_t slot = slot_of(round);
+  std::copy(parts.begin(), parts.end(),
+            parts_.begin() + static_cast<std::ptrdiff_t>(book_index(slot, 0)));
+  next_step_[slot] = 1;
+  writes_done_[slot] = 0;
+  ++started_;
+  // The own part: a local copy into its slot.
   const std::span<const std::byte> own = parts[rank_];
   if (!own.empty()) {
     std::memcpy(receive_bytes_.data() + book_index(slot, rank_) * settings_.slot_size, own.data(),
@@ -342,28 +341,33 @@ void AllToAllCore::start(std::span<const std::span<const std::byte>> parts) {
 }
 
 void AllToAllCore::post_parts() {
-  const std::uint64_t round = started_ - 1;
-  const std::uint32_t slot = slot_of(round);
-  while (in_progress_ && next_step_ < world_ && in_window_ < window_) {
-    const std::uint32_t peer = (rank_ + next_step_) % world_;
-    if (round >= credits_from_[peer] + settings_.slots_per_peer) return;  // no credit yet
-    if (sends_outstanding_[peer] >= send_depth_) return;
-    const std::span<const std::byte> part = parts_[peer];
-    const auto element =
-        GatherElement::from_raw(reinterpret_cast<std::uintptr_t>(part.data()),
-                                static_cast<std::uint32_t>(part.size()), send_lkey_);
-    const RemoteMemoryRegion& theirs = peer_receive_[peer];
-    const RemoteMemoryRegion destination(
-        theirs.address() + book_index(slot, rank_) * settings_.slot_size, settings_.slot_size,
-        theirs.rkey());
-    SendRequest request = SendRequest::write_with_immediate(
-        wr_id(WorkKind::part, peer, round),
-        part.empty() ? std::span<const GatherElement>{} : std::span(&element, 1), destination,
-        AllToAllImmediate::part(round, static_cast<std::uint32_t>(part.size())));
-    qps_[peer]->post_send(request);
-    ++sends_outstanding_[peer];
-    ++in_window_;
-    ++next_step_;
+  // Round by round, oldest first: a round's parts go out only once the round before it has
+  // posted all of its own.
+  for (; posting_ < started_; ++posting_) {
+    const std::uint64_t round = posting_;
+    const std::uint32_t slot = slot_of(round);
+    std::uint32_t& step = next_step_[slot];
+    for (; step < world_; ++step) {
+      if (in_window_ >= window_) return;
+      const std::uint32_t peer = (rank_ + step) % world_;
+      if (round >= credits_from_[peer] + settings_.slots_per_peer) return;  // no credit yet
+      if (sends_outstanding_[peer] >= send_depth_) return;
+      const std::span<const std::byte> part = parts_[book_index(slot, peer)];
+      const auto element =
+          GatherElement::from_raw(reinterpret_cast<std::uintptr_t>(part.data()),
+                                  static_cast<std::uint32_t>(part.size()), send_lkey_);
+      const RemoteMemoryRegion& theirs = peer_receive_[peer];
+      const RemoteMemoryRegion destination(
+          theirs.address() + book_index(slot, rank_) * settings_.slot_size, settings_.slot_size,
+          theirs.rkey());
+      SendRequest request = SendRequest::write_with_immediate(
+          wr_id(WorkKind::part, peer, slot),
+          part.empty() ? std::span<const GatherElement>{} : std::span(&element, 1), destination,
+          AllToAllImmediate::part(round, static_cast<std::uint32_t>(part.size())));
+      qps_[peer]->post_send(request);
+      ++sends_outstanding_[peer];
+      ++in_window_;
+    }
   }
 }
 
@@ -408,7 +412,7 @@ void AllToAllCore::take(const WorkCompletion& completion) {
     fail_completion(completion);
   switch (kind) {
     case WorkKind::part:
-      ++writes_done_;
+      ++writes_done_[static_cast<std::uint32_t>((id >> 32U) & kSlotMask)];
       --in_window_;
       break;
     case WorkKind::credit: break;
@@ -456,20 +460,21 @@ void AllToAllCore::take_message(std::uint32_t peer, const WorkCompletion& comple
 }
 
 bool AllToAllCore::round_complete() const noexcept {
-  return in_progress_ && next_step_ == world_ && writes_done_ == world_ - 1 &&
-         parts_landed_[slot_of(started_ - 1)] == world_;
+  if (!in_flight()) return false;
+  const std::uint32_t slot = slot_of(returned_);
+  return next_step_[slot] == world_ && writes_done_[slot] == world_ - 1 &&
+         parts_landed_[slot] == world_;
 }
 
 AllToAllRound AllToAllCore::finish_round() {
-  in_progress_ = false;
   ++returned_;
-  return {weak_from_this(), started_ - 1};
+  return {weak_from_this(), returned_ - 1};
 }
 
 std::optional<AllToAllRound> AllToAllCore::poll() {
   constexpr const char* kCall = "PersistentAllToAll::poll";
   check_usable(kCall);
-  if (!in_progress_) {
+  if (!in_flight()) {
     throw Error(ErrorKind::state, kCall, EPERM, "no round is started", "start() one first");
   }
   progress();
@@ -481,7 +486,7 @@ AllToAllRound AllToAllCore::wait(std::optional<Duration> timeout) {
   constexpr const char* kCall = "PersistentAllToAll::wait";
   check_usable(kCall);
   ibv::detail::check_positive_timeout(timeout, kCall);
-  if (!in_progress_) {
+  if (!in_flight()) {
     throw Error(ErrorKind::state, kCall, EPERM, "no round is started", "start() one first");
   }
   const Duration limit = timeout.value_or(*settings_.timeout);
@@ -569,7 +574,6 @@ void AllToAllCore::fence() noexcept {
   // the requests still queued on a queue pair that failed by itself, retry exceeded: a wait
   // for them would last until its deadline). The peers' queue pairs to this rank then fail too.
   for (auto& qp : qps_) qp.reset();
-  in_progress_ = false;
 }
 
 void AllToAllCore::fail_completion(const WorkCompletion& completion) {
@@ -578,10 +582,13 @@ void AllToAllCore::fail_completion(const WorkCompletion& completion) {
   const auto peer = static_cast<std::uint32_t>(id);
   std::string what = "PersistentAllToAll: ";
   switch (kind) {
-    case WorkKind::part:
-      what +=
-          "the part of round " + std::to_string(started_ - 1) + " to rank " + std::to_string(peer);
+    case WorkKind::part: {
+      const auto slot = static_cast<std::uint32_t>((id >> 32U) & kSlotMask);
+      std::uint64_t round = returned_;
+      while (round < started_ && slot_of(round) != slot) ++round;  // the one in flight there
+      what += "the part of round " + std::to_string(round) + " to rank " + std::to_string(peer);
       break;
+    }
     case WorkKind::credit: what += "a credit to rank " + std::to_string(peer); break;
     case WorkKind::receive: what += "a receive for rank " + std::to_string(peer); break;
   }
@@ -595,7 +602,7 @@ void AllToAllCore::fail_protocol(std::uint32_t peer, const std::string& what) {
 }
 
 void AllToAllCore::fail_timeout(Duration limit) {
-  const std::uint64_t round = started_ - 1;
+  const std::uint64_t round = returned_;  // the oldest in flight: the one waited for
   const std::uint32_t slot = slot_of(round);
   std::vector<std::uint32_t> no_part;
   std::vector<std::uint32_t> no_credit;
@@ -604,7 +611,7 @@ void AllToAllCore::fail_timeout(Duration limit) {
     const std::uint32_t peer = (rank_ + step) % world_;
     const std::uint32_t source = (rank_ + world_ - step) % world_;
     if (part_sizes_[book_index(slot, source)] < 0) no_part.push_back(source);
-    if (step >= next_step_ && round >= credits_from_[peer] + settings_.slots_per_peer) {
+    if (step >= next_step_[slot] && round >= credits_from_[peer] + settings_.slots_per_peer) {
       no_credit.push_back(peer);
     }
     if (sends_outstanding_[peer] > 0) unacknowledged.push_back(peer);

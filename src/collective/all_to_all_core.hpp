@@ -108,10 +108,12 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
   std::size_t consume_completion_events();
 
  private:
-  /// What a wr_id says: bits 62-63 the kind, 32-61 the round (parts), 0-31 the peer.
+  /// What a wr_id says: bits 62-63 the kind, 32-61 the slot (parts), 0-31 the peer.
   enum class WorkKind : std::uint64_t { part = 1, credit = 2, receive = 3 };
   [[nodiscard]] static std::uint64_t wr_id(WorkKind kind, std::uint32_t peer,
-                                           std::uint64_t round = 0) noexcept;
+                                           std::uint32_t slot = 0) noexcept;
+  /// Whether a round is in flight (started, not yet returned).
+  [[nodiscard]] bool in_flight() const noexcept { return returned_ < started_; }
 
   /// Throws ibv::Error (state) naming the first failure, if there was one.
   void check_usable(const char* call) const;
@@ -122,9 +124,9 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
   void post_parts();
   void post_credits();
   void post_receive(std::uint32_t peer);
-  /// Whether the round in progress is complete here.
+  /// Whether the oldest round in flight is complete here.
   [[nodiscard]] bool round_complete() const noexcept;
-  /// The round in progress, handed over as complete.
+  /// The oldest round in flight, handed over as complete.
   AllToAllRound finish_round();
   [[nodiscard]] std::uint32_t slot_of(std::uint64_t round) const noexcept {
     return static_cast<std::uint32_t>(round % settings_.slots_per_peer);
@@ -180,15 +182,18 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
   std::vector<bool> released_early_;         // [slot]: released before the rounds before it
 
   // Rounds: [0, released_) released, [released_, returned_) held by the caller,
-  // returned_ in progress when in_progress_.
+  // [returned_, started_) in flight (started, not yet returned); together at most
+  // slots_per_peer, each in its own slot.
   std::uint64_t started_ = 0;
   std::uint64_t returned_ = 0;
   std::uint64_t released_ = 0;
-  bool in_progress_ = false;
-  std::vector<std::span<const std::byte>> parts_;  // [destination] of the round in progress
-  std::uint32_t next_step_ = 1;    // the next k of the shift schedule (destination rank + k)
-  std::uint32_t in_window_ = 0;    // parts posted, not complete
-  std::uint32_t writes_done_ = 0;  // parts complete
+  std::uint64_t posting_ = 0;  // the oldest round in flight with parts not yet posted
+  // Per slot, of the round in flight there: its parts, the next k of its shift schedule (to
+  // rank + k), its writes complete.
+  std::vector<std::span<const std::byte>> parts_;  // [slot * world + destination]
+  std::vector<std::uint32_t> next_step_;           // [slot]
+  std::vector<std::uint32_t> writes_done_;         // [slot]
+  std::uint32_t in_window_ = 0;                    // parts posted and not complete, all rounds
 
   std::optional<std::string> failure_;  // the first failure's what()
   std::array<WorkCompletion, 32> batch_{};

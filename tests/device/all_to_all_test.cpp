@@ -70,15 +70,18 @@ std::byte part_byte(std::uint64_t round, std::uint32_t source, std::uint32_t des
       0xffU);
 }
 
-/// One rank's memory and collective: send memory with room for one part per rank, receive
-/// memory for the slots.
+/// One rank's memory and collective: send memory with room for one part per rank (in
+/// `send_copies` blocks, one per round that may be in flight at once), receive memory for the
+/// slots.
 class Rank {
  public:
-  Rank(net::Node& node, net::Bootstrap& bootstrap, const AllToAllSettings& settings)
+  Rank(net::Node& node, net::Bootstrap& bootstrap, const AllToAllSettings& settings,
+       std::uint32_t send_copies = 1)
       : world_(node.world_size()),
         rank_(node.rank()),
         slot_(settings.slot_size),
-        send_(std::size_t{world_} * slot_),
+        copies_(send_copies),
+        send_(std::size_t{copies_} * world_ * slot_),
         receive_(std::size_t{world_} * settings.slots_per_peer * slot_),
         send_mr_(node.protection_domain().register_local(send_)),
         receive_mr_(
@@ -86,11 +89,13 @@ class Rank {
         all_to_all_(node, bootstrap, send_mr_, receive_mr_, settings),
         parts_(world_) {}
 
-  /// Fills the send memory with round `round`'s parts and returns their spans.
+  /// Fills the send memory (block round mod send_copies) with round `round`'s parts and
+  /// returns their spans.
   std::span<const std::span<const std::byte>> parts(std::uint64_t round) {
+    const std::size_t block = static_cast<std::size_t>(round % copies_) * world_ * slot_;
     for (std::uint32_t to = 0; to < world_; ++to) {
       const std::size_t size = part_size(round, rank_, to, slot_);
-      std::byte* base = send_.data() + std::size_t{to} * slot_;
+      std::byte* base = send_.data() + block + std::size_t{to} * slot_;
       for (std::size_t i = 0; i < size; ++i) base[i] = part_byte(round, rank_, to, i);
       parts_[to] = std::span<const std::byte>(base, size);
     }
@@ -127,6 +132,7 @@ class Rank {
   std::uint32_t world_;
   std::uint32_t rank_;
   std::size_t slot_;
+  std::uint32_t copies_;
   std::vector<std::byte> send_;
   std::vector<std::byte> receive_;
   MemoryRegion send_mr_;
@@ -225,6 +231,34 @@ TEST(AllToAll, ASlowReaderHoldsTheSendersBackAndNothingIsOverwritten) {
           ++started_round_2;
           rank.check(all_to_all.wait());
         }
+        node.barrier();  // no rank ends its collective while a peer is in its last round
+      },
+      spin_briefly);
+}
+
+TEST(AllToAll, RoundsOverlapInFlightAndReturnInOrder) {
+  // Three rounds in flight at once on every rank (three slots, each round released as soon as
+  // it is checked); each has its own send memory, which must not change while it travels.
+  constexpr std::uint64_t kRounds = 20;
+  constexpr std::uint32_t kDepth = 3;
+  run_ranks(
+      4,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        Rank rank(node, bootstrap, {.slot_size = 777, .slots_per_peer = kDepth, .timeout = 20s},
+                  kDepth);
+        PersistentAllToAll& all_to_all = rank.all_to_all();
+        std::uint64_t started = 0;
+        for (; started < kDepth; ++started) all_to_all.start(rank.parts(started));
+        for (std::uint64_t n = 0; n < kRounds; ++n) {
+          {
+            const AllToAllRound round = all_to_all.wait();
+            ASSERT_EQ(round.number(), n);
+            rank.check(round);
+          }  // released: its slots take round n + kDepth
+          if (started < kRounds) all_to_all.start(rank.parts(started++));
+        }
+        EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)all_to_all.wait(); },
+                                 {"no round is started"}));
         node.barrier();  // no rank ends its collective while a peer is in its last round
       },
       spin_briefly);
@@ -363,7 +397,7 @@ TEST(AllToAllBadInput, SettingsThatDifferBetweenRanksNameTheRank) {
 
 TEST(AllToAllBadInput, BadPartsAreRefusedBeforeAnythingIsPostedAndTheRoundStillRuns) {
   run_ranks(2, [&](net::Node& node, net::Bootstrap& bootstrap) {
-    Rank rank(node, bootstrap, {.slot_size = 100, .timeout = 20s});
+    Rank rank(node, bootstrap, {.slot_size = 100, .timeout = 20s}, 3);  // rounds 0 to 2 apart
     PersistentAllToAll& all_to_all = rank.all_to_all();
     std::vector<std::byte> outside(std::size_t{16});
     const std::span<const std::byte> inside = rank.send().first(10);
@@ -380,12 +414,16 @@ TEST(AllToAllBadInput, BadPartsAreRefusedBeforeAnythingIsPostedAndTheRoundStillR
         throws_error(ErrorKind::state, [&] { (void)all_to_all.wait(); }, {"no round is started"}));
     EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)all_to_all.poll(); }));
     all_to_all.start(rank.parts(0));
-    EXPECT_TRUE(throws_error(ErrorKind::state, [&] { all_to_all.start(rank.parts(1)); },
-                             {"round 0 is started"}));
+    all_to_all.start(rank.parts(1));  // two slots: two rounds may be in flight
+    EXPECT_TRUE(throws_error(ErrorKind::state, [&] { all_to_all.start(rank.parts(2)); },
+                             {"round 2 needs the slots of round 0", "2 in flight"}));
     const AllToAllRound round = all_to_all.wait();
+    EXPECT_EQ(round.number(), 0U);
     rank.check(round);
     EXPECT_TRUE(throws_invalid_argument([&] { (void)round.part(2); }, {"source"}));
-    EXPECT_EQ(all_to_all.rounds_started(), 1U);
+    rank.check(all_to_all.wait());
+    EXPECT_EQ(all_to_all.rounds_started(), 2U);
+    node.barrier();  // no rank ends its collective while a peer is in its last round
   });
 }
 

@@ -44,8 +44,9 @@ class Node;
 ///   with immediate data (its size and the round, modulo 128) into its slot at the receiver,
 ///   the own part by a local copy. wait() returns the round once every rank's part for it has
 ///   landed here and this rank's writes of it are complete (so its send memory may be
-///   changed). Parts from one rank arrive in round order; a part of another round than the one
-///   expected is a protocol error, not data.
+///   changed). Several rounds may be in flight at once (started, not yet returned), as many as
+///   the slots allow: wait() returns them in order. Parts from one rank arrive in round order;
+///   a part of another round than the one expected is a protocol error, not data.
 /// - **Credits.** A rank writes round n into a slot only after the receiver released round
 ///   n - slots_per_peer (AllToAllRound::release): a slow reader holds the senders back, and
 ///   nothing is overwritten. Starting a round whose slot this rank still holds is
@@ -95,15 +96,17 @@ class PersistentAllToAll {
   /// Starts the next round: `parts[r]` (a span of the send memory, at most slot_size bytes,
   /// may be empty) goes to rank r; the own part is copied at once. Posts what the credits and
   /// peers_in_flight allow and returns; wait() or poll() take it on. The spans' bytes must stay
-  /// unchanged until the round is returned. Throws ibv::Error: invalid_argument for bad parts
-  /// (nothing posted); state when a round is already started and not yet returned, when this
-  /// rank still holds the round whose slots this one needs, or after a failure.
+  /// unchanged until the round is returned. Rounds already in flight stay so: a round's parts
+  /// go out once the rounds before it have posted theirs. Throws ibv::Error: invalid_argument
+  /// for bad parts (nothing posted); state when this rank still holds, or has in flight, the
+  /// round whose slots this one needs (slots_per_peer rounds are held or in flight), or after a
+  /// failure.
   void start(std::span<const std::span<const std::byte>> parts);
-  /// Takes completions and posts what they allow, without waiting: the started round once it
-  /// is complete, else nothing. Throws as wait() does.
+  /// Takes completions and posts what they allow, without waiting: the oldest round in flight
+  /// once it is complete, else nothing. Throws as wait() does.
   [[nodiscard]] std::optional<AllToAllRound> poll();
-  /// Waits for the started round (by the wait mode), at most `timeout`. Throws ibv::Error:
-  /// state when no round is started or after an earlier failure; timeout naming the ranks
+  /// Waits for the oldest round in flight (by the wait mode), at most `timeout`. Throws
+  /// ibv::Error: state when no round is in flight or after an earlier failure; timeout naming the ranks
   /// whose parts, credits or acknowledgements are missing; peer_gone naming a rank that
   /// vanished (and the failed completion's kind for other failures); protocol for a part of
   /// the wrong round or size. A failure fences the collective first (see the class comment).
