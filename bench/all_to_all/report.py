@@ -368,7 +368,7 @@ def write_plot(report, work, out):
     date = report["throughput"].get("date", "")
     width = 640 * len(boots_)
     lines = [
-        f"set terminal pngcairo size {max(width, 900)},900 font 'sans,10'",
+        f"set terminal pngcairo size {max(width, 900)},900 font 'sans,10' noenhanced",
         f"set output '{os.path.join(out, 'all_to_all.png')}'",
         "set datafile missing 'NaN'",
         f"set multiplot layout 2,{len(boots_)} title \"All-to-all per rank: ours, Open MPI over TCP and the perftest ring, "
@@ -382,9 +382,13 @@ def write_plot(report, work, out):
     for n, plots in panels_top:
         lines += [f"set title '{n} hosts: bytes each rank sends the others per second'",
                   "set ylabel 'MiB/s per rank'", "set yrange [0:*]", "plot " + ", ".join(plots)]
-    for n, plots in panels_bottom:
+    for (n, plots), b in zip(panels_bottom, boots_):
+        # Room above the 2x line, or above the largest ratio.
+        plotted = ("ours/perftest", "ours/best_mpi", "ours_spin/perftest")
+        top = max([2.2] + [1.1 * row["ratios"][k] for row in b["sizes"] for k in plotted
+                           if row["ratios"].get(k)])
         lines += [f"set title '{n} hosts: ratios of the medians'", "set ylabel 'ratio'",
-                  "set yrange [0:*]", "plot " + ", ".join(plots)]
+                  f"set yrange [0:{top:.2f}]", "plot " + ", ".join(plots)]
     lines.append("unset multiplot")
     with open(os.path.join(work, "plot.gp"), "w") as f:
         f.write("\n".join(lines) + "\n")
