@@ -12,8 +12,10 @@
 // holds a round (the library's collective lets the caller hold rounds, hence its credits).
 //
 //   all_to_all_raw --size BYTES [--rounds R | --seconds T] [--warmup W] [--callgrind GAP]
-//                  [--settle-us US] [--own-part yes|no]
+//                  [--settle-us US] [--own-part yes|no] [--wait spin|block]
 //
+// --wait block: when a poll finds nothing, arm the CQ, poll once more, then sleep on its
+// completion channel (default spin: poll again at once).
 // Without --callgrind it times R rounds after W warm-up rounds and a barrier and rank 0 prints
 // one JSON line like all_to_all_ours (--seconds T: as many rounds as take about T seconds at
 // the pace of rank 0's warm-up, as there). With --callgrind GAP: R rounds in measured_early(), GAP
@@ -54,10 +56,12 @@ struct rank_state {
   int world;
   size_t size;
   int own_part;
+  int blocking;  // --wait block
   struct ibv_context* context;
   struct ibv_pd* pd;
   struct ibv_cq* cq;
-  struct ibv_qp** qps;  // [peer]; NULL for this rank
+  struct ibv_comp_channel* channel;  // --wait block: sleep on it when a poll finds nothing
+  struct ibv_qp** qps;               // [peer]; NULL for this rank
   struct ibv_mr* send_mr;
   struct ibv_mr* receive_mr;
   unsigned char* send;
@@ -124,7 +128,12 @@ static int set_up(struct rank_state* s) {
   const int peers = s->world - 1;
   s->pd = ibv_alloc_pd(s->context);
   if (s->pd == NULL) return fail("ibv_alloc_pd");
-  s->cq = ibv_create_cq(s->context, peers > 0 ? peers * (2 + kReceivesPerPeer) : 1, NULL, NULL, 0);
+  if (s->blocking) {
+    s->channel = ibv_create_comp_channel(s->context);
+    if (s->channel == NULL) return fail("ibv_create_comp_channel");
+  }
+  s->cq = ibv_create_cq(s->context, peers > 0 ? peers * (2 + kReceivesPerPeer) : 1, NULL,
+                        s->channel, 0);
   if (s->cq == NULL) return fail("ibv_create_cq");
   const size_t send_bytes = s->size * (size_t)s->world;
   const size_t receive_bytes = s->size * (size_t)s->world * kSlots;
@@ -261,7 +270,19 @@ static int round_trip(struct rank_state* s, unsigned settle_us) {
   const int peers = s->world - 1;
   struct ibv_wc wc[kBatch];
   while (written < peers || landed < peers) {
-    const int n = poll_completions(s->cq, wc);
+    int n = poll_completions(s->cq, wc);
+    if (n == 0 && s->blocking) {
+      // Arm, poll once more (a completion before the arming raises no event), then sleep.
+      if (ibv_req_notify_cq(s->cq, 0) != 0) return fail("ibv_req_notify_cq");
+      n = poll_completions(s->cq, wc);
+      if (n == 0) {
+        struct ibv_cq* event_cq = NULL;
+        void* context = NULL;
+        if (ibv_get_cq_event(s->channel, &event_cq, &context) != 0) return fail("ibv_get_cq_event");
+        ibv_ack_cq_events(event_cq, 1);
+        continue;
+      }
+    }
     if (n < 0) return fail("ibv_poll_cq");
     for (int i = 0; i < n; ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) {
@@ -350,6 +371,10 @@ int main(int argc, char** argv) {
       if (!parse_count(value, &settle_us) || settle_us > 10000000ULL) {
         problem = "--settle-us wants a whole number up to 10000000";
       }
+    } else if (strcmp(flag, "--wait") == 0) {
+      if (strcmp(value, "spin") != 0 && strcmp(value, "block") != 0)
+        problem = "--wait is spin or block";
+      s.blocking = strcmp(value, "block") == 0;
     } else if (strcmp(flag, "--own-part") == 0) {
       if (strcmp(value, "yes") != 0 && strcmp(value, "no") != 0)
         problem = "--own-part is yes or no";
@@ -369,7 +394,8 @@ int main(int argc, char** argv) {
     if (s.rank == 0) {
       fprintf(stderr,
               "all_to_all_raw: %s\nusage: all_to_all_raw --size BYTES [--rounds R | --seconds T] "
-              "[--warmup W] [--callgrind GAP] [--settle-us US] [--own-part yes|no]\n",
+              "[--warmup W] [--callgrind GAP] [--settle-us US] [--own-part yes|no] "
+              "[--wait spin|block]\n",
               problem);
     }
     MPI_Finalize();
@@ -423,6 +449,7 @@ int main(int argc, char** argv) {
   ibv_dereg_mr(s.send_mr);
   ibv_dereg_mr(s.receive_mr);
   ibv_destroy_cq(s.cq);
+  if (s.channel != NULL) ibv_destroy_comp_channel(s.channel);
   ibv_dealloc_pd(s.pd);
   ibv_close_device(s.context);
   free(s.send);
