@@ -599,9 +599,13 @@ def markdown(report, out):
                     name = f["function"].replace("|", "\\|")
                     lines.append(f"| {fmt(f['exclusive'], 0)} | {f['object']} | `{name}` |")
             lines.append("")
-    readme = os.path.relpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md"), out)
+    here = os.path.dirname(os.path.abspath(__file__))
+    readme = os.path.relpath(os.path.join(here, "..", "README.md"), out)
+    notes = os.path.relpath(os.path.join(here, "notes.md"), out)
     lines += [f"How the figures were made, what was tried for Open MPI over RDMA, and how long a run "
-              f"takes: [bench/README.md]({readme}), \"The all-to-all\".", ""]
+              f"takes: [bench/README.md]({readme}), \"The all-to-all\". A reading of the figures, "
+              f"written by hand and not regenerated with this report (it names the commit it read): "
+              f"[bench/all_to_all/notes.md]({notes}).", ""]
     return "\n".join(lines)
 
 
