@@ -2,12 +2,15 @@
 // bench/all_to_all/ours.cpp: one rank of the all-to-all benchmark, the library's side. A Node
 // booted with bootstrap_from_environment() (PMIx under mpirun), a PersistentAllToAll over it;
 // per round every rank sends SIZE bytes to every rank (its own part copied locally, as
-// MPI_Alltoall does) and releases the round at once. After W warm-up rounds and a barrier each
-// rank times R rounds; rank 0 prints one JSON line with every rank's seconds (the run script
-// divides the bytes each rank sent to the others, R x (N - 1) x SIZE, by the slowest rank's).
+// MPI_Alltoall does) and releases the round at once, keeping --in-flight rounds (default 2)
+// on the wire: round n + 1 starts before round n is waited for. After W warm-up rounds and a
+// barrier each rank times R rounds; rank 0 prints one JSON line with every rank's seconds (the run
+// script divides the bytes each rank sent to the others, R x (N - 1) x SIZE, by the slowest
+// rank's).
 //
 //   all_to_all_ours --size BYTES [--rounds R | --seconds T] [--warmup W] [--peers-in-flight K]
-//                   [--slots S] [--wait spin|block|spin_then_block:US] [--timeout-s S]
+//                   [--slots S] [--in-flight D] [--wait spin|block|spin_then_block:US] [--timeout-s
+//                   S]
 //                   [--callgrind GAP] [--settle-us US] [--own-part yes|no]
 //
 // --seconds T: as many rounds as take about T seconds at the pace of rank 0's warm-up (its
@@ -56,6 +59,7 @@ struct Options {
   std::uint64_t warmup = 10;
   std::uint32_t peers_in_flight = 0;
   std::uint32_t slots = 2;
+  std::uint32_t in_flight = 2;
   ibv::WaitMode wait = ibv::WaitMode::spin();
   std::string wait_text = "spin";
   std::uint32_t timeout_s = 120;
@@ -68,7 +72,7 @@ struct Options {
   std::fprintf(stderr,
                "all_to_all_ours: %s\n"
                "usage: all_to_all_ours --size BYTES [--rounds R | --seconds T] [--warmup W] "
-               "[--peers-in-flight K] [--slots S]\n"
+               "[--peers-in-flight K] [--slots S] [--in-flight D]\n"
                "                       [--wait spin|block|spin_then_block:US] [--timeout-s S] "
                "[--callgrind GAP] [--settle-us US] [--own-part yes|no]\n",
                problem.c_str());
@@ -114,6 +118,8 @@ Options parse(int argc, char** argv) {
       options.peers_in_flight = number32(flag, value);
     } else if (flag == "--slots") {
       options.slots = number32(flag, value);
+    } else if (flag == "--in-flight") {
+      options.in_flight = number32(flag, value);
     } else if (flag == "--timeout-s") {
       options.timeout_s = number32(flag, value);
     } else if (flag == "--callgrind") {
@@ -144,6 +150,9 @@ Options parse(int argc, char** argv) {
   }
   if (options.size == 0) usage("--size is needed (bytes per pair and round, at least 1)");
   if (options.rounds == 0) usage("--rounds must be at least 1");
+  if (options.in_flight == 0 || options.in_flight > options.slots) {
+    usage("--in-flight is 1 to --slots (rounds in flight share the slots)");
+  }
   if (options.timeout_s == 0) usage("--timeout-s must be at least 1");
   if (options.seconds && options.warmup < 2) usage("--seconds needs --warmup 2 or more");
   if (options.seconds && options.callgrind_gap)
@@ -156,6 +165,22 @@ void one_round(net::PersistentAllToAll& all_to_all,
                std::span<const std::span<const std::byte>> parts) {
   const net::AllToAllRound round = all_to_all.run(parts);
   (void)round;
+}
+
+/// `rounds` rounds with up to `depth` in flight: the next round starts as soon as the oldest
+/// is returned and released (the parts do not change, so the rounds share the send memory).
+void rounds_in_flight(net::PersistentAllToAll& all_to_all,
+                      std::span<const std::span<const std::byte>> parts, std::uint64_t rounds,
+                      std::uint32_t depth) {
+  std::uint64_t started = 0;
+  for (; started < rounds && started < depth; ++started) all_to_all.start(parts);
+  for (std::uint64_t done = 0; done < rounds; ++done) {
+    { const net::AllToAllRound round = all_to_all.wait(); }  // released at once
+    if (started < rounds) {
+      all_to_all.start(parts);
+      ++started;
+    }
+  }
 }
 
 /// Sleeps `us` microseconds: the rounds of the callgrind mode let the fabric finish here
@@ -291,7 +316,7 @@ int main(int argc, char** argv) try {
     end_of_measurement();
   } else {
     const auto started = Clock::now();
-    for (std::uint64_t i = 0; i < rounds; ++i) one_round(all_to_all, parts);
+    rounds_in_flight(all_to_all, parts, rounds, options.in_flight);
     seconds = std::chrono::duration<double>(Clock::now() - started).count();
   }
   node.barrier();  // nobody tears down while a peer still needs it
@@ -308,14 +333,14 @@ int main(int argc, char** argv) try {
     std::printf(
         "{\"tool\":\"ours\",\"ranks\":%u,\"size\":%zu,\"rounds\":%llu,\"warmup\":%llu,"
         "\"bytes_per_rank\":%llu,\"seconds\":[%s],\"peers_in_flight\":%u,"
-        "\"slots_per_peer\":%u,\"wait\":\"%s\",\"own_part\":%s,\"device\":\"%s\","
+        "\"slots_per_peer\":%u,\"in_flight\":%u,\"wait\":\"%s\",\"own_part\":%s,\"device\":\"%s\","
         "\"bootstrap\":\"%s\"}\n",
         world, size, static_cast<unsigned long long>(rounds),
         static_cast<unsigned long long>(options.warmup),
         static_cast<unsigned long long>(rounds * (world - 1ULL) * size), list.c_str(),
-        settings.peers_in_flight, settings.slots_per_peer, options.wait_text.c_str(),
-        options.own_part ? "true" : "false", json_text(context.name()).c_str(),
-        json_text(bootstrap->description()).c_str());
+        settings.peers_in_flight, settings.slots_per_peer, options.in_flight,
+        options.wait_text.c_str(), options.own_part ? "true" : "false",
+        json_text(context.name()).c_str(), json_text(bootstrap->description()).c_str());
   }
   return EXIT_SUCCESS;
 } catch (const std::exception& error) {
