@@ -428,7 +428,10 @@ def markdown(report, out):
             "",
             f"- **ours**: `all_to_all_ours` (bench/all_to_all/ours.cpp), a PersistentAllToAll on a Node "
             f"booted by PMIx under mpirun, all peers in flight, 2 slots per peer, two rounds in flight "
-            f"(round n + 1 started before round n is waited for), each released at once; waiting `{first.get('ours_wait', '?')}` (the Channel's WaitMode). "
+            f"(round n + 1 started before round n is waited for), each released at once; waiting "
+            f"`{first.get('ours_wait', '?')}` (the Channel's WaitMode)"
+            + (f", with `{first['ours_args']}`" if first.get("ours_args") else "")
+            + ". "
             "**ours, spin**: the same, busy-polling, as perftest's clients and Open MPI's progress do.",
             "- **MPI**: `all_to_all_mpi` (bench/all_to_all/mpi.c): MPI_Alltoall, MPI_Alltoallv, and "
             "MPIX_Alltoallv_init + MPI_Start/MPI_Wait, under `mpirun --mca pml ob1 --mca btl tcp,self` "
