@@ -106,8 +106,8 @@ class PersistentAllToAll {
   /// once it is complete, else nothing. Throws as wait() does.
   [[nodiscard]] std::optional<AllToAllRound> poll();
   /// Waits for the oldest round in flight (by the wait mode), at most `timeout`. Throws
-  /// ibv::Error: state when no round is in flight or after an earlier failure; timeout naming the ranks
-  /// whose parts, credits or acknowledgements are missing; peer_gone naming a rank that
+  /// ibv::Error: state when no round is in flight or after an earlier failure; timeout naming the
+  /// ranks whose parts, credits or acknowledgements are missing; peer_gone naming a rank that
   /// vanished (and the failed completion's kind for other failures); protocol for a part of
   /// the wrong round or size. A failure fences the collective first (see the class comment).
   AllToAllRound wait(Timeout timeout = {});
