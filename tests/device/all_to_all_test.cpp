@@ -300,13 +300,17 @@ TEST(AllToAll, WaitsInEveryWaitMode) {
 }
 
 TEST(AllToAll, RunsInTheCallersEventLoopThroughItsCompletionFd) {
+  // Ranks 1 and 2 start each round 20 ms late, so rank 0's loop finds its round incomplete and
+  // must sleep on the fd until their parts wake it (a missed wake-up would be a 5 s timeout).
   run_ranks(3, [&](net::Node& node, net::Bootstrap& bootstrap) {
     const CompletionChannel channel(node.protection_domain().context());
     Rank rank(node, bootstrap, {.slot_size = 700, .completion_channel = channel});
     PersistentAllToAll& all_to_all = rank.all_to_all();
     EXPECT_EQ(all_to_all.completion_fd(), channel.fd());
-    std::size_t sleeps = 0;
+    std::size_t wake_ups = 0;
+    std::size_t silent_sleeps = 0;
     for (std::uint64_t n = 0; n < 6; ++n) {
+      if (node.rank() != 0) std::this_thread::sleep_for(20ms);
       all_to_all.start(rank.parts(n));
       const auto until = std::chrono::steady_clock::now() + 20s;
       std::optional<AllToAllRound> round;
@@ -315,14 +319,19 @@ TEST(AllToAll, RunsInTheCallersEventLoopThroughItsCompletionFd) {
         all_to_all.arm_completion_fd();
         if ((round = all_to_all.poll())) break;
         pollfd fd{.fd = all_to_all.completion_fd(), .events = POLLIN, .revents = 0};
-        if (::poll(&fd, 1, 1000) > 0) {
+        if (::poll(&fd, 1, 5000) > 0) {
           (void)all_to_all.consume_completion_events();
-          ++sleeps;
+          ++wake_ups;
+        } else {
+          ++silent_sleeps;
         }
       }
       rank.check(*round);
     }
-    EXPECT_GT(sleeps, 0U) << "the loop never slept on the fd";
+    if (node.rank() == 0) {
+      EXPECT_GT(wake_ups, 0U) << "the loop never slept on the fd";
+    }
+    EXPECT_EQ(silent_sleeps, 0U) << "armed, incomplete, and no wake-up within 5 s";
     node.barrier();  // no rank ends its collective while a peer is in its last round
   });
 }
