@@ -49,8 +49,8 @@ class Node;
 ///   a part of another round than the one expected is a protocol error, not data.
 /// - **Credits.** A rank writes round n into a slot only after the receiver released round
 ///   n - slots_per_peer (AllToAllRound::release): a slow reader holds the senders back, and
-///   nothing is overwritten. Starting a round whose slot this rank still holds is
-///   ibv::Error (state).
+///   nothing is overwritten. Starting a round whose slot this rank still holds, or has in
+///   flight, is ibv::Error (state).
 /// - **Schedule.** Round by round, this rank writes to rank + 1, rank + 2, ... (modulo the
 ///   world size), at most peers_in_flight at once.
 /// - **Failures.** Every wait ends within the timeout. A failure (a rank gone: peer_gone; a
