@@ -360,11 +360,14 @@ void AllToAllCore::post_parts() {
       const RemoteMemoryRegion destination(
           theirs.address() + book_index(slot, rank_) * settings_.slot_size, settings_.slot_size,
           theirs.rkey());
+      // The part carries the credits this rank owes the peer, as many as its bits hold.
+      const std::uint32_t carried = std::min(credits_owed_[peer], AllToAllImmediate::kMaxCarried);
       SendRequest request = SendRequest::write_with_immediate(
           wr_id(WorkKind::part, peer, slot),
           part.empty() ? std::span<const GatherElement>{} : std::span(&element, 1), destination,
-          AllToAllImmediate::part(round, static_cast<std::uint32_t>(part.size())));
+          AllToAllImmediate::part(round, static_cast<std::uint32_t>(part.size()), carried));
       qps_[peer]->post_send(request);
+      credits_owed_[peer] -= carried;
       ++sends_outstanding_[peer];
       ++in_window_;
     }
@@ -372,9 +375,28 @@ void AllToAllCore::post_parts() {
 }
 
 void AllToAllCore::post_credits() {
+  // The credits no part carried go alone, a zero-byte send with immediate data each, but for
+  // the peers whose parts in the round being posted wait only for room (the window, a send
+  // queue), not for a credit: room comes without any peer's help, so those parts go out soon
+  // and carry them. A part waiting for its credit could wait for this rank's, so from the
+  // first such part on, credits go alone.
+  std::uint32_t carrier_from = world_;
+  std::uint32_t carrier_to = world_;
+  bool looked = false;
   for (std::uint32_t peer = 0; peer < world_; ++peer) {
     if (credits_owed_[peer] == 0 || peer == rank_) continue;
-    if (sends_outstanding_[peer] >= send_depth_) continue;  // the next progress() sends it
+    if (!looked && posting_ < started_) {
+      looked = true;
+      carrier_from = next_step_[slot_of(posting_)];
+      carrier_to = carrier_from;
+      while (carrier_to < world_ &&
+             posting_ < credits_from_[(rank_ + carrier_to) % world_] + settings_.slots_per_peer) {
+        ++carrier_to;
+      }
+    }
+    const std::uint32_t step = (peer + world_ - rank_) % world_;
+    if (step >= carrier_from && step < carrier_to) continue;  // its part carries them
+    if (sends_outstanding_[peer] >= send_depth_) continue;    // the next progress() sends them
     SendRequest request = SendRequest::send_with_immediate(
         wr_id(WorkKind::credit, peer), {}, AllToAllImmediate::credit(credits_owed_[peer]));
     qps_[peer]->post_send(request);
@@ -395,8 +417,8 @@ void AllToAllCore::progress() {
     for (const WorkCompletion& completion : done) take(completion);
     if (done.size() < batch_.size()) break;
   }
+  post_parts();  // first, so that the parts carry what credits they can
   post_credits();
-  post_parts();
 }
 
 void AllToAllCore::take(const WorkCompletion& completion) {
@@ -428,20 +450,19 @@ void AllToAllCore::take_message(std::uint32_t peer, const WorkCompletion& comple
   if (!immediate) [[unlikely]] {
     fail_protocol(peer, "sent a message without immediate data");
   }
-  if (AllToAllImmediate::is_credit(*immediate)) {
-    credits_from_[peer] += AllToAllImmediate::credits(*immediate);
-    if (credits_from_[peer] > started_) [[unlikely]] {
-      fail_protocol(peer, "released round " + std::to_string(credits_from_[peer] - 1) +
-                              ", which this rank has not sent");
-    }
-    return;
+  // A credit alone, or credits a part carries.
+  credits_from_[peer] += AllToAllImmediate::credits(*immediate);
+  if (credits_from_[peer] > started_) [[unlikely]] {
+    fail_protocol(peer, "released round " + std::to_string(credits_from_[peer] - 1) +
+                            ", which this rank has not sent");
   }
+  if (AllToAllImmediate::is_credit(*immediate)) return;
   const std::uint64_t round = next_from_[peer];
   if (AllToAllImmediate::round_bits(*immediate) != (round & AllToAllImmediate::kRoundMask))
       [[unlikely]] {
     fail_protocol(peer, "wrote a part of round " +
                             std::to_string(AllToAllImmediate::round_bits(*immediate)) +
-                            " (modulo 128) where round " + std::to_string(round) +
+                            " (modulo 32) where round " + std::to_string(round) +
                             " was due: a part of the wrong round is not data");
   }
   if (round >= released_ + settings_.slots_per_peer) [[unlikely]] {
@@ -534,17 +555,10 @@ void AllToAllCore::release(std::uint64_t round) noexcept {
     ++advanced;
   }
   if (advanced == 0 || failure_) return;
+  // Owed, not sent: the next start() carries them in its parts, and the next poll() or
+  // wait() sends alone what no part carried (one message per peer and round saved).
   for (std::uint32_t peer = 0; peer < world_; ++peer) {
     if (peer != rank_) credits_owed_[peer] += advanced;
-  }
-  try {
-    progress();  // sends the credits now where the send queues have room
-  } catch (...) {
-    // Recorded in failure_ (fenced) by whatever threw: the next call says why.
-    if (!failure_) {
-      failure_ = "AllToAllRound::release: telling the senders of a released round failed";
-      fence();
-    }
   }
 }
 

@@ -33,16 +33,22 @@ class Node;
 namespace ibv::net::detail {
 
 /// The immediate data of the collective's messages (host order; the wire's byte order is the
-/// verbs layer's business). Bit 31 says which: a part (round modulo 128 in bits 24-30, its
-/// size in bits 0-23) or a credit (bits 0-30: how many more rounds the receiver released).
+/// verbs layer's business). Bit 31 says which: a part (round modulo 32 in bits 24-28, its size
+/// in bits 0-23, and in bits 29-30 up to 3 rounds the sender released of the receiver's parts:
+/// credits carried along) or a credit alone (bits 0-30: how many more rounds the sender
+/// released).
 struct AllToAllImmediate {
   static constexpr std::uint32_t kCreditBit = 1U << 31U;
   static constexpr std::uint32_t kSizeMask = (1U << 24U) - 1U;
-  static constexpr std::uint32_t kRoundMask = 0x7fU;
+  static constexpr std::uint32_t kRoundMask = 0x1fU;
+  static constexpr std::uint32_t kCarriedShift = 29U;
+  static constexpr std::uint32_t kMaxCarried = 3U;
 
-  [[nodiscard]] static constexpr std::uint32_t part(std::uint64_t round,
-                                                    std::uint32_t size) noexcept {
-    return ((static_cast<std::uint32_t>(round) & kRoundMask) << 24U) | (size & kSizeMask);
+  /// A part of `round` of `size` bytes carrying `carried` (at most kMaxCarried) credits.
+  [[nodiscard]] static constexpr std::uint32_t part(std::uint64_t round, std::uint32_t size,
+                                                    std::uint32_t carried = 0) noexcept {
+    return ((carried & kMaxCarried) << kCarriedShift) |
+           ((static_cast<std::uint32_t>(round) & kRoundMask) << 24U) | (size & kSizeMask);
   }
   [[nodiscard]] static constexpr std::uint32_t credit(std::uint32_t rounds) noexcept {
     return kCreditBit | (rounds & ~kCreditBit);
@@ -56,8 +62,10 @@ struct AllToAllImmediate {
   [[nodiscard]] static constexpr std::uint32_t size(std::uint32_t immediate) noexcept {
     return immediate & kSizeMask;
   }
+  /// The credits of a message: a credit's count, or those a part carries.
   [[nodiscard]] static constexpr std::uint32_t credits(std::uint32_t immediate) noexcept {
-    return immediate & ~kCreditBit;
+    return is_credit(immediate) ? immediate & ~kCreditBit
+                                : (immediate >> kCarriedShift) & kMaxCarried;
   }
 };
 
@@ -171,7 +179,9 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
 
   // Per peer.
   std::vector<std::uint64_t> credits_from_;  // rounds the peer released of this rank's parts
-  std::vector<std::uint32_t> credits_owed_;  // rounds released here the peer is not told of
+  std::vector<std::uint32_t> credits_owed_;  // rounds released here the peer is not told of:
+                                             // the next part to it carries them, or progress()
+                                             // sends them alone
   std::vector<std::uint32_t> sends_outstanding_;
   std::vector<std::uint32_t> receives_posted_;
   std::vector<std::uint64_t> next_from_;  // the round its next part belongs to

@@ -286,6 +286,37 @@ TEST(AllToAll, RoundsReleasedOutOfOrderGiveTheirSlotsBackInOrder) {
       spin_briefly);
 }
 
+TEST(AllToAll, CreditsForMoreRoundsThanAPartCarriesReachTheSenders) {
+  // Every rank holds five rounds (six slots) and releases them at once (the oldest last):
+  // five credits owed to each peer, more than a part's immediate data carries (three). The
+  // rest must go alone, or round 10 (which needs round 4's slots) never gets to be written.
+  // A window of one peer in flight keeps parts waiting for room, whose credits wait with them.
+  constexpr std::uint32_t kHeld = 5;
+  for (const std::uint32_t window : {0U, 1U}) {
+    SCOPED_TRACE("peers in flight " + std::to_string(window));
+    run_ranks(
+        4,
+        [&](net::Node& node, net::Bootstrap& bootstrap) {
+          Rank rank(node, bootstrap,
+                    {.slot_size = 300,
+                     .slots_per_peer = kHeld + 1,
+                     .peers_in_flight = window,
+                     .timeout = 20s});
+          PersistentAllToAll& all_to_all = rank.all_to_all();
+          std::vector<AllToAllRound> held;
+          for (std::uint64_t n = 0; n < kHeld; ++n) held.push_back(all_to_all.run(rank.parts(n)));
+          for (std::size_t i = held.size(); i-- > 0;) {
+            rank.check(held[i]);
+            held[i].release();
+          }
+          for (std::uint64_t n = kHeld; n < std::uint64_t{4} * kHeld; ++n)
+            rank.check(all_to_all.run(rank.parts(n)));
+          node.barrier();  // no rank ends its collective while a peer is in its last round
+        },
+        spin_briefly);
+  }
+}
+
 TEST(AllToAll, WaitsInEveryWaitMode) {
   for (const WaitMode mode :
        {WaitMode::spin(), WaitMode::block(), WaitMode::spin_then_block(20us)}) {

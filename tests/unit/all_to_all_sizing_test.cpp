@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Tests the pure parts of PersistentAllToAll: the queue sizing against a device's limits (the
 // errors name max_qp_wr and max_cqe, which no test device is small enough to reach), and the
-// immediate data of parts and credits (size, round modulo 128, credit count), bit by bit.
+// immediate data of parts and credits (size, round modulo 32, credits carried by a part,
+// credit count), bit by bit.
 #include <cstdint>
 
 #include <gtest/gtest.h>
@@ -53,13 +54,25 @@ TEST(AllToAllSizing, AQueueOverMaxQpWrNamesTheLimit) {
   EXPECT_NO_THROW((void)size_all_to_all(4, 2, small));
 }
 
-TEST(AllToAllImmediate, APartCarriesItsSizeAndRoundModulo128) {
-  const std::uint32_t immediate = AllToAllImmediate::part(130, 0xabcdef);
+TEST(AllToAllImmediate, APartCarriesItsSizeAndRoundModulo32) {
+  const std::uint32_t immediate = AllToAllImmediate::part(34, 0xabcdef);
   EXPECT_FALSE(AllToAllImmediate::is_credit(immediate));
   EXPECT_EQ(AllToAllImmediate::round_bits(immediate), 2U);
   EXPECT_EQ(AllToAllImmediate::size(immediate), 0xabcdefU);
+  EXPECT_EQ(AllToAllImmediate::credits(immediate), 0U);
   EXPECT_EQ(AllToAllImmediate::size(AllToAllImmediate::part(0, 0)), 0U);
-  EXPECT_EQ(AllToAllImmediate::part(127, (1U << 24U) - 1), 0x7fffffffU);
+  EXPECT_EQ(AllToAllImmediate::part(31, (1U << 24U) - 1), 0x1fffffffU);
+}
+
+TEST(AllToAllImmediate, APartCarriesUpToThreeCreditsWithoutDisturbingItsRoundOrSize) {
+  for (const std::uint32_t carried : {0U, 1U, 2U, 3U}) {
+    const std::uint32_t immediate = AllToAllImmediate::part(31, (1U << 24U) - 1, carried);
+    EXPECT_FALSE(AllToAllImmediate::is_credit(immediate));
+    EXPECT_EQ(AllToAllImmediate::credits(immediate), carried);
+    EXPECT_EQ(AllToAllImmediate::round_bits(immediate), 31U);
+    EXPECT_EQ(AllToAllImmediate::size(immediate), (1U << 24U) - 1);
+  }
+  EXPECT_EQ(AllToAllImmediate::part(31, (1U << 24U) - 1, 3), 0x7fffffffU);
 }
 
 TEST(AllToAllImmediate, ACreditCarriesItsCountAndNeverLooksLikeAPart) {

@@ -44,7 +44,8 @@ class AllToAllRound {
   /// the size the sender gave. Throws ibv::Error: invalid_argument for a rank not below the
   /// world size, state when the round was released or its collective is gone.
   [[nodiscard]] std::span<const std::byte> part(std::uint32_t source) const;
-  /// Gives the slots back (the senders are told with the credits); nothing if it holds none.
+  /// Gives the slots back; the senders are told by credits, carried by this rank's next parts
+  /// to them or sent alone by its next poll() or wait(). Nothing if it holds none.
   /// Never throws: a failure to tell a sender marks the collective failed, and its next call
   /// says why.
   void release() noexcept;

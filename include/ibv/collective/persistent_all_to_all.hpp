@@ -41,7 +41,7 @@ class Node;
 ///   rank r at offset ((n mod slots_per_peer) x world_size() + r) x slot_size. Both must
 ///   outlive the collective.
 /// - **A round.** start() (or run()) takes one span per rank; each part goes by one RDMA write
-///   with immediate data (its size and the round, modulo 128) into its slot at the receiver,
+///   with immediate data (its size, the round modulo 32, credits) into its slot at the receiver,
 ///   the own part by a local copy. wait() returns the round once every rank's part for it has
 ///   landed here and this rank's writes of it are complete (so its send memory may be
 ///   changed). Several rounds may be in flight at once (started, not yet returned), as many as
@@ -49,8 +49,9 @@ class Node;
 ///   a part of another round than the one expected is a protocol error, not data.
 /// - **Credits.** A rank writes round n into a slot only after the receiver released round
 ///   n - slots_per_peer (AllToAllRound::release): a slow reader holds the senders back, and
-///   nothing is overwritten. Starting a round whose slot this rank still holds, or has in
-///   flight, is ibv::Error (state).
+///   nothing is overwritten. Credits travel in this rank's next parts, or alone at its next
+///   poll() or wait(): they move during calls. Starting a round whose slot this rank still
+///   holds, or has in flight, is ibv::Error (state).
 /// - **Schedule.** Round by round, this rank writes to rank + 1, rank + 2, ... (modulo the
 ///   world size), at most peers_in_flight at once.
 /// - **Failures.** Every wait ends within the timeout. A failure (a rank gone: peer_gone; a
