@@ -2,11 +2,11 @@
 // bench/all_to_all/ours.cpp: one rank of the all-to-all benchmark, the library's side. A Node
 // booted with bootstrap_from_environment() (PMIx under mpirun), a PersistentAllToAll over it;
 // per round every rank sends SIZE bytes to every rank (its own part copied locally, as
-// MPI_Alltoall does) and releases the round at once, keeping --in-flight rounds (default 2)
-// on the wire: round n + 1 starts before round n is waited for. After W warm-up rounds and a
-// barrier each rank times R rounds; rank 0 prints one JSON line with every rank's seconds (the run
-// script divides the bytes each rank sent to the others, R x (N - 1) x SIZE, by the slowest
-// rank's).
+// MPI_Alltoall does) and releases the round at once, keeping --in-flight rounds (default 7, of
+// --slots 8) on the wire: round n + 1 starts before round n is waited for. After W warm-up rounds
+// and a barrier each rank times R rounds; rank 0 prints one JSON line with every rank's seconds
+// (the run script divides the bytes each rank sent to the others, R x (N - 1) x SIZE, by the
+// slowest rank's).
 //
 //   all_to_all_ours --size BYTES [--rounds R | --seconds T] [--warmup W] [--peers-in-flight K]
 //                   [--slots S] [--in-flight D] [--wait spin|block|spin_then_block:US]
@@ -60,8 +60,8 @@ struct Options {
   std::optional<double> seconds;
   std::uint64_t warmup = 10;
   std::uint32_t peers_in_flight = 0;
-  std::uint32_t slots = 2;
-  std::uint32_t in_flight = 2;
+  std::uint32_t slots = 8;
+  std::uint32_t in_flight = 7;
   ibv::WaitMode wait = ibv::WaitMode::spin();
   std::string wait_text = "spin";
   std::uint32_t timeout_s = 120;

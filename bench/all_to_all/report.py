@@ -106,7 +106,7 @@ def throughput_of(n, path):
             record_out["note"] = record["note"]
         result = record.get("result") or {}
         for key in ("rounds", "bytes_per_rank", "seconds", "clients_MiBps", "window_s",
-                    "peers_in_flight", "wait", "library"):
+                    "peers_in_flight", "slots_per_peer", "in_flight", "wait", "library"):
             if key in result:
                 record_out[key] = result[key]
         entry["runs"].append(record_out)
@@ -394,11 +394,22 @@ def write_plot(report, work, out):
         f.write("\n".join(lines) + "\n")
 
 
+def ours_shape(tp):
+    """The slots per peer and rounds in flight of ours' runs, as its first run says."""
+    for boot in tp.get("boots", []):
+        for row in boot.get("sizes", []):
+            for run in (row["tools"].get("ours") or {}).get("each_run", []):
+                if "slots_per_peer" in run:
+                    return run["slots_per_peer"], run.get("in_flight", "?")
+    return "?", "?"
+
+
 def markdown(report, out):
     lines = ["# All-to-all: PersistentAllToAll against Open MPI, beside the limit of the same boot", ""]
     tp = report.get("throughput")
     if tp:
         first = tp["boots"][0]["meta"] if tp["boots"] else {}
+        slots, in_flight = ours_shape(tp)
         lines += [
             f"Made by `{tp.get('command', 'bench/all_to_all/run')}` on {tp.get('date', '?')}, library at "
             f"commit {tp.get('commit', '?')}: kernel {first.get('kernel', '?')}, "
@@ -427,8 +438,8 @@ def markdown(report, out):
             "request\"; ours and MPI are retried alike).",
             "",
             f"- **ours**: `all_to_all_ours` (bench/all_to_all/ours.cpp), a PersistentAllToAll on a Node "
-            f"booted by PMIx under mpirun, all peers in flight, 2 slots per peer, two rounds in flight "
-            f"(round n + 1 started before round n is waited for), each released at once; waiting "
+            f"booted by PMIx under mpirun, all peers in flight, {slots} slots per peer, {in_flight} rounds "
+            f"in flight (round n + 1 started before round n is waited for), each released at once; waiting "
             f"`{first.get('ours_wait', '?')}` (the Channel's WaitMode)"
             + (f", with `{first['ours_args']}`" if first.get("ours_args") else "")
             + ". "
