@@ -2,11 +2,12 @@
 // bench/all_to_all/ours.cpp: one rank of the all-to-all benchmark, the library's side. A Node
 // booted with bootstrap_from_environment() (PMIx under mpirun), a PersistentAllToAll over it;
 // per round every rank sends SIZE bytes to every rank (its own part copied locally, as
-// MPI_Alltoall does) and releases the round at once, keeping --in-flight rounds (default 7, of
-// --slots 8) on the wire: round n + 1 starts before round n is waited for. After W warm-up rounds
-// and a barrier each rank times R rounds; rank 0 prints one JSON line with every rank's seconds
-// (the run script divides the bytes each rank sent to the others, R x (N - 1) x SIZE, by the
-// slowest rank's).
+// MPI_Alltoall does) and releases the round at once, keeping --in-flight rounds (by default as
+// many as keep about 4 MiB of its parts in flight, 1 to 7 of --slots 8) on the wire, with
+// --peers-in-flight (by default as many parts as make about 2 MiB, all at 256 KiB and below): round
+// n + 1 starts before round n is waited for. After W warm-up rounds and a barrier each rank times R
+// rounds; rank 0 prints one JSON line with every rank's seconds (the run script divides the bytes
+// each rank sent to the others, R x (N - 1) x SIZE, by the slowest rank's).
 //
 //   all_to_all_ours --size BYTES [--rounds R | --seconds T] [--warmup W] [--peers-in-flight K]
 //                   [--slots S] [--in-flight D] [--wait spin|block|spin_then_block:US]
@@ -59,9 +60,9 @@ struct Options {
   std::uint64_t rounds = 100;
   std::optional<double> seconds;
   std::uint64_t warmup = 10;
-  std::uint32_t peers_in_flight = 0;
+  std::uint32_t peers_in_flight = 0;  // 0: by the bytes in flight (peers_in_flight_for)
   std::uint32_t slots = 8;
-  std::uint32_t in_flight = 7;
+  std::uint32_t in_flight = 0;  // 0: by the bytes in flight (rounds_in_flight_for)
   ibv::WaitMode wait = ibv::WaitMode::spin();
   std::string wait_text = "spin";
   std::uint32_t timeout_s = 120;
@@ -160,8 +161,8 @@ Options parse(int argc, char** argv) {
   }
   if (options.size == 0) usage("--size is needed (bytes per pair and round, at least 1)");
   if (options.rounds == 0) usage("--rounds must be at least 1");
-  if (options.in_flight == 0 || options.in_flight > options.slots) {
-    usage("--in-flight is 1 to --slots (rounds in flight share the slots)");
+  if (options.in_flight > options.slots) {
+    usage("--in-flight is 1 to --slots (rounds in flight share the slots; 0: by the bytes)");
   }
   if (options.timeout_s == 0) usage("--timeout-s must be at least 1");
   if (options.seconds && options.warmup < 2) usage("--seconds needs --warmup 2 or more");
@@ -175,6 +176,28 @@ void one_round(net::PersistentAllToAll& all_to_all,
                std::span<const std::span<const std::byte>> parts) {
   const net::AllToAllRound round = all_to_all.run(parts);
   (void)round;
+}
+
+/// The peers in flight when --peers-in-flight is not given: as many parts as make about
+/// kPartBytesInFlight, at least 1 (all of them at small parts). At 8 hosts and 1 MiB every
+/// part at once (7 MiB per rank) overloaded Soft-RoCE until a write's retries ran out, with
+/// every rank alive, and with retries unbounded (--retry-count 7) no write of round 0 was
+/// acknowledged in 120 s; 2 at once ran.
+std::uint32_t peers_in_flight_for(const Options& options, std::uint32_t world) {
+  constexpr std::uint64_t kPartBytesInFlight = std::uint64_t{2} << 20U;
+  return static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(kPartBytesInFlight / options.size, 1, std::max(world, 2U) - 1));
+}
+
+/// The rounds in flight when --in-flight is not given: as many as keep about kBytesInFlight of
+/// this rank's parts on the wire, at least 1, at most slots - 1. More overloads Soft-RoCE at
+/// large parts: at 8 hosts and 1 MiB, 7 rounds (49 MiB per rank) made the testbed drop packets
+/// until a queue pair's retries ran out ("rank gone?" with every rank alive).
+std::uint32_t rounds_in_flight_for(const Options& options, std::uint32_t world) {
+  constexpr std::uint64_t kBytesInFlight = std::uint64_t{4} << 20U;
+  const std::uint64_t round_bytes = std::uint64_t{std::max(world, 2U) - 1} * options.size;
+  return static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(kBytesInFlight / round_bytes, 1, std::max(options.slots, 2U) - 1));
 }
 
 /// `rounds` rounds with up to `depth` in flight: the next round starts as soon as the oldest
@@ -265,6 +288,8 @@ int main(int argc, char** argv) try {
       net::bootstrap_from_environment({.timeout = timeout});
   const std::uint32_t rank = bootstrap->rank();
   const std::uint32_t world = bootstrap->world_size();
+  const std::uint32_t in_flight =
+      options.in_flight != 0 ? options.in_flight : rounds_in_flight_for(options, world);
   const ibv::Context context = net::open_device_from_environment();
   const ibv::ProtectionDomain pd(context);
   ibv::QueuePairSettings qp_settings;
@@ -291,12 +316,14 @@ int main(int argc, char** argv) try {
   const ibv::MemoryRegion send_mr = pd.register_local(send);
   const ibv::MemoryRegion receive_mr =
       pd.register_remote_accessible(receive, ibv::RemoteAccess::write());
-  net::PersistentAllToAll all_to_all(node, *bootstrap, send_mr, receive_mr,
-                                     {.slot_size = size,
-                                      .slots_per_peer = options.slots,
-                                      .peers_in_flight = options.peers_in_flight,
-                                      .timeout = timeout,
-                                      .wait_mode = options.wait});
+  net::PersistentAllToAll all_to_all(
+      node, *bootstrap, send_mr, receive_mr,
+      {.slot_size = size,
+       .slots_per_peer = options.slots,
+       .peers_in_flight = options.peers_in_flight != 0 ? options.peers_in_flight
+                                                       : peers_in_flight_for(options, world),
+       .timeout = timeout,
+       .wait_mode = options.wait});
   std::vector<std::span<const std::byte>> parts(world);
   for (std::uint32_t r = 0; r < world; ++r) {
     parts[r] = std::span<const std::byte>(send).subspan(std::size_t{r} * size, size);
@@ -329,7 +356,7 @@ int main(int argc, char** argv) try {
     end_of_measurement();
   } else {
     const auto started = Clock::now();
-    rounds_in_flight(all_to_all, parts, rounds, options.in_flight);
+    rounds_in_flight(all_to_all, parts, rounds, in_flight);
     seconds = std::chrono::duration<double>(Clock::now() - started).count();
   }
   node.barrier();  // nobody tears down while a peer still needs it
@@ -351,9 +378,9 @@ int main(int argc, char** argv) try {
         world, size, static_cast<unsigned long long>(rounds),
         static_cast<unsigned long long>(options.warmup),
         static_cast<unsigned long long>(rounds * (world - 1ULL) * size), list.c_str(),
-        settings.peers_in_flight, settings.slots_per_peer, options.in_flight,
-        options.wait_text.c_str(), options.own_part ? "true" : "false",
-        json_text(context.name()).c_str(), json_text(bootstrap->description()).c_str());
+        settings.peers_in_flight, settings.slots_per_peer, in_flight, options.wait_text.c_str(),
+        options.own_part ? "true" : "false", json_text(context.name()).c_str(),
+        json_text(bootstrap->description()).c_str());
   }
   return EXIT_SUCCESS;
 } catch (const std::exception& error) {

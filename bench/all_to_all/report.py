@@ -395,13 +395,24 @@ def write_plot(report, work, out):
 
 
 def ours_shape(tp):
-    """The slots per peer and rounds in flight of ours' runs, as its first run says."""
+    """Ours' slots per peer, and per host count and size its peers and rounds in flight, as its
+    runs' JSON says: ("8", "4 hosts: 4 KiB 3 peers, 7 rounds; ...")."""
+    slots = "?"
+    shapes = []
     for boot in tp.get("boots", []):
+        sizes = []
         for row in boot.get("sizes", []):
-            for run in (row["tools"].get("ours") or {}).get("each_run", []):
-                if "slots_per_peer" in run:
-                    return run["slots_per_peer"], run.get("in_flight", "?")
-    return "?", "?"
+            runs = [r for r in (row["tools"].get("ours") or {}).get("each_run", []) if "in_flight" in r]
+            if not runs:
+                continue
+            slots = runs[0].get("slots_per_peer", slots)
+            size = row["bytes"]
+            label = f"{size // 1048576} MiB" if size >= 1048576 else f"{size // 1024} KiB"
+            sizes.append(f"{label} {runs[0].get('peers_in_flight', '?')} peers, "
+                         f"{runs[0]['in_flight']} rounds")
+        if sizes:
+            shapes.append(f"{boot['hosts']} hosts: " + ", ".join(sizes))
+    return slots, "; ".join(shapes) or "?"
 
 
 def markdown(report, out):
@@ -409,7 +420,7 @@ def markdown(report, out):
     tp = report.get("throughput")
     if tp:
         first = tp["boots"][0]["meta"] if tp["boots"] else {}
-        slots, in_flight = ours_shape(tp)
+        slots, shapes = ours_shape(tp)
         lines += [
             f"Made by `{tp.get('command', 'bench/all_to_all/run')}` on {tp.get('date', '?')}, library at "
             f"commit {tp.get('commit', '?')}: kernel {first.get('kernel', '?')}, "
@@ -438,8 +449,9 @@ def markdown(report, out):
             "request\"; ours and MPI are retried alike).",
             "",
             f"- **ours**: `all_to_all_ours` (bench/all_to_all/ours.cpp), a PersistentAllToAll on a Node "
-            f"booted by PMIx under mpirun, all peers in flight, {slots} slots per peer, {in_flight} rounds "
-            f"in flight (round n + 1 started before round n is waited for), each released at once; waiting "
+            f"booted by PMIx under mpirun, {slots} slots per peer, with these peers and rounds in "
+            f"flight ({shapes}; round n + 1 started before round n is waited for), each round "
+            f"released at once; waiting "
             f"`{first.get('ours_wait', '?')}` (the Channel's WaitMode)"
             + (f", with `{first['ours_args']}`" if first.get("ours_args") else "")
             + ". "
@@ -569,15 +581,16 @@ def markdown(report, out):
                 "which depends on the machine's timing; the sleep's own instructions are taken out. "
                 "Every rank waits by blocking (`--wait block`), so that the ranks waiting for the slow "
                 "one under callgrind leave the vCPUs to the kernel's Soft-RoCE work. A settled round "
-                "polls the CQ twice in ours (once taking the completions, once more when the round is "
-                "released and its credits go out) and once in raw; a part with more polls per round "
-                "had to wait for something the settling did not cover, and its count includes waiting. "
+                "polls the CQ once in both; a part with more polls per round had to wait for something "
+                "the settling did not cover, and its count includes waiting. "
                 "**ours** is `all_to_all_ours --callgrind` (start(), the sleep, wait(), the round "
                 "released at once); **raw** is bench/all_to_all/raw_loop.c doing the same writes in "
                 "libibverbs (one RDMA write with immediate per peer, ibv_poll_cq until the writes are "
                 "complete and the peers' parts have landed, each landed part's receive posted again), "
                 "without credits: it cannot let a caller hold a round, which is what ours' credits "
-                "(one send with immediate per peer and round, and its receive) are for.",
+                "are for (since cb64fae they ride in the next round's parts, as here, where each round "
+                "is released before the next starts; a credit no part carries costs a send with "
+                "immediate and its receive).",
                 "",
                 "| part | instructions / round | per peer | raw per peer | beyond raw per peer | ratio | mallocs / round | frees / round | CQ polls / round |",
                 "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
