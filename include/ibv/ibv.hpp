@@ -87,6 +87,8 @@
 #include "ibv/coro/async_work.hpp"
 #include "ibv/coro/event_loop.hpp"
 #include "ibv/coro/task.hpp"
+#include "ibv/datagram/datagram_endpoint.hpp"
+#include "ibv/datagram/datagram_header.hpp"
 
 /// @namespace ibv
 /// ibverbs-cpp: verbs as RAII objects (layer 1), Channel (2) and MultiChannel (3), rdma_cm
