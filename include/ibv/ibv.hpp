@@ -7,6 +7,7 @@
 // Layer 1: verbs, a thin RAII layer over libibverbs.
 #include "ibv/error.hpp"
 #include "ibv/verbs/access.hpp"
+#include "ibv/verbs/address_handle.hpp"
 #include "ibv/verbs/async_event.hpp"
 #include "ibv/verbs/completion_channel.hpp"
 #include "ibv/verbs/completion_queue.hpp"
@@ -23,6 +24,11 @@
 #include "ibv/verbs/remote_memory_region.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
 #include "ibv/verbs/shared_receive_queue.hpp"
+#include "ibv/verbs/ud_address.hpp"
+#include "ibv/verbs/ud_queue_pair.hpp"
+#include "ibv/verbs/ud_queue_pair_settings.hpp"
+#include "ibv/verbs/ud_received.hpp"
+#include "ibv/verbs/ud_send_request.hpp"
 #include "ibv/verbs/work_completion.hpp"
 #include "ibv/verbs/work_request.hpp"
 
@@ -82,6 +88,8 @@
 #include "ibv/coro/async_work.hpp"
 #include "ibv/coro/event_loop.hpp"
 #include "ibv/coro/task.hpp"
+#include "ibv/datagram/datagram_endpoint.hpp"
+#include "ibv/datagram/datagram_header.hpp"
 
 /// @namespace ibv
 /// ibverbs-cpp: verbs as RAII objects (layer 1), Channel (2) and MultiChannel (3), rdma_cm

@@ -342,6 +342,11 @@ QueuePairBuilder& QueuePairBuilder::shared_receive_queue(SharedReceiveQueue srq)
 
 namespace detail {
 
+Gid checked_gid(const Context& context, PortNumber port, std::uint32_t index,
+                std::string_view operation) {
+  return ::ibv::checked_gid(context, port, index, operation);
+}
+
 ResolvedQueuePair resolve_queue_pair(const Context& context, const QueuePairSettings& settings,
                                      std::string_view operation) {
   const auto device = context.query_device();

@@ -29,4 +29,10 @@ struct ResolvedQueuePair {
                                                    const QueuePairSettings& settings,
                                                    std::string_view operation);
 
+/// The GID at `index` of `port`, which the user set: throws ibv::Error naming gid_index and
+/// `operation` (not_found, listing the valid entries) unless it is a valid entry, or
+/// (invalid_argument) when it is one an address vector can not name (above 255).
+[[nodiscard]] Gid checked_gid(const Context& context, PortNumber port, std::uint32_t index,
+                              std::string_view operation);
+
 }  // namespace ibv::detail

@@ -112,6 +112,11 @@ class WorkCompletion {
   [[nodiscard]] std::uint32_t qp_number() const noexcept { return wc_.qp_num; }
   /// The sender's QP number (set for receives on datagram QPs; not meaningful on RC).
   [[nodiscard]] std::uint32_t source_qp() const noexcept { return wc_.src_qp; }
+  /// The sender's LID (receives on datagram QPs over InfiniBand; 0 on RoCE).
+  [[nodiscard]] std::uint16_t source_lid() const noexcept { return wc_.slid; }
+  /// Whether the first 40 bytes of the receive buffer hold a global route header (receives on
+  /// datagram QPs; always on RoCE). See UdReceived for reading it.
+  [[nodiscard]] bool has_grh() const noexcept { return (wc_.wc_flags & IBV_WC_GRH) != 0; }
   /// Whether this is the completion of a receive (as opposed to a send-side request).
   [[nodiscard]] bool is_receive() const noexcept { return (wc_.opcode & IBV_WC_RECV) != 0; }
 
