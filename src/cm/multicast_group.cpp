@@ -5,8 +5,11 @@
 
 #include <infiniband/verbs.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,16 +29,24 @@ constexpr int kKernelEnotsupp = 524;
 
 }  // namespace
 
+/// A queue pair the group holds, and whether it is attached (not after a leave).
+struct Member {
+  std::unique_ptr<UdQueuePair> qp;
+  bool attached = false;
+};
+
 struct MulticastGroup::State {
   detail::CmEndpoint endpoint;  // channel and id: the id goes first
   detail::SocketAddress group;
   std::string local;
   std::string device;
   PortNumber port{};
+  Mtu mtu = Mtu::mtu1024();
   bool send_only = false;
   bool joined = false;  // rdma_join_multicast succeeded and the group is not left yet
   ibv_ah_attr attributes{};
   std::uint32_t qkey = 0;
+  std::vector<Member> members;  // destroyed (detached before) ahead of the id
 
   State() = default;
   State(const State&) = delete;
@@ -50,8 +61,27 @@ struct MulticastGroup::State {
     }
   }
 
-  /// Leaves the group (detaching first, once there are attachments); 0 or the errno.
+  /// ibv_detach_mcast of `member` if attached: 0 or the errno.
+  int detach(Member& member) noexcept {
+    if (!member.attached) return 0;
+    const int rc =
+        ibv_detach_mcast(member.qp->native_handle(), &attributes.grh.dgid, attributes.dlid);
+    if (rc == 0) member.attached = false;
+    return rc;
+  }
+
+  /// Detaches every member, then leaves the group; 0 or the errno of the leave.
   int leave_now() noexcept {
+    for (Member& member : members) {
+      if (const int rc = detach(member); rc != 0) {
+        // Destroying it would fail (EBUSY) and leak it: keep it, attached, until the end.
+        std::fprintf(stderr,
+                     "ibverbs-cpp: ibv_detach_mcast of QP %u from %s failed (errno %d); the "
+                     "queue pair is kept until the process ends\n",
+                     member.qp->qp_number(), group.text.c_str(), rc);
+        (void)member.qp.release();  // NOLINT(bugprone-unused-return-value): leaked on purpose
+      }
+    }
     joined = false;
     // Every event taken for this membership has been acknowledged (CmEvent), so
     // rdma_leave_multicast, which waits for that, returns at once.
@@ -99,6 +129,9 @@ MulticastGroup::MulticastGroup(std::string_view group, std::string_view local_ad
   const char* device = ibv_get_device_name(id->verbs->device);
   state->device = device != nullptr ? device : "(unnamed)";
   state->port = PortNumber{id->port_num};
+  if (ibv_port_attr port{}; ibv_query_port(id->verbs, id->port_num, &port) == 0) {
+    state->mtu = Mtu::from_native(port.active_mtu);
+  }
 
   rdma_cm_join_mc_attr_ex join{};
   join.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
@@ -191,6 +224,101 @@ bool MulticastGroup::send_only() const {
 }
 const ibv_ah_attr& MulticastGroup::address_vector() const {
   return joined_state("MulticastGroup::address_vector").attributes;
+}
+
+UdAddress MulticastGroup::destination() const {
+  const State& state = joined_state("MulticastGroup::destination");
+  UdAddress address;
+  address.qp_number = kQpNumber;
+  address.qkey = state.qkey;
+  address.lid = state.attributes.dlid;
+  address.gid = Gid(state.attributes.grh.dgid);
+  address.mtu = state.mtu;
+  return address;
+}
+
+AddressHandle MulticastGroup::address_handle(const ProtectionDomain& pd) const {
+  constexpr std::string_view kOperation = "MulticastGroup::address_handle";
+  const State& state = joined_state(kOperation);
+  if (const std::string given = pd.context().name(); given != state.device) {
+    throw_invalid_argument(kOperation, "protection domain",
+                           "is on device " + given + ", but group " + state.group.text +
+                               " was joined on " + state.device);
+  }
+  return AddressHandle::from_attributes(pd, state.attributes);
+}
+
+UdQueuePair& MulticastGroup::attach(UdQueuePair qp) {
+  constexpr std::string_view kOperation = "MulticastGroup::attach";
+  if (!state_) (void)joined_state(kOperation);  // throws: moved from
+  State& state = *state_;
+  const std::string& name = state.group.text;
+  if (state.send_only) {
+    throw Error(ErrorKind::state, kOperation, EINVAL,
+                "group " + name + " was joined send-only: no queue pair can receive from it",
+                "join without MulticastOptions::send_only to receive");
+  }
+  if (!state.joined) {
+    throw Error(ErrorKind::state, kOperation, EINVAL,
+                "group " + name + " was left: join it again to receive from it");
+  }
+  if (const std::string device = qp.protection_domain().context().name(); device != state.device) {
+    throw_invalid_argument(kOperation, "queue pair " + std::to_string(qp.qp_number()),
+                           "is on device " + device + ", but group " + name + " was joined on " +
+                               state.device + " (" + state.local + ")");
+  }
+  if (qp.settings().port != state.port) {
+    throw_invalid_argument(kOperation, "queue pair " + std::to_string(qp.qp_number()),
+                           "is on port " + std::to_string(qp.settings().port.value) +
+                               ", but group " + name + " was joined on port " +
+                               std::to_string(state.port.value));
+  }
+  if (qp.qkey().value() != state.qkey) {
+    std::array<char, 128> text{};
+    std::snprintf(text.data(), text.size(), "has Q_Key 0x%08x, but group %s has 0x%08x",
+                  qp.qkey().value(), name.c_str(), state.qkey);
+    throw_invalid_argument(kOperation, "queue pair " + std::to_string(qp.qp_number()),
+                           std::string(text.data()) +
+                               ": the device would drop every datagram of the group; build it "
+                               "with UdQueuePairBuilder::qkey(QKey(group.qkey()))");
+  }
+  Member member{std::make_unique<UdQueuePair>(std::move(qp)), false};
+  state.members.reserve(state.members.size() + 1);  // no throw after the attach below
+  if (const int rc = ibv_attach_mcast(member.qp->native_handle(), &state.attributes.grh.dgid,
+                                      state.attributes.dlid);
+      rc != 0) {
+    throw_verb_error("ibv_attach_mcast", rc,
+                     "attaching queue pair " + std::to_string(member.qp->qp_number()) +
+                         " to group " + name + " on " + state.device);
+  }
+  member.attached = true;
+  state.members.push_back(std::move(member));
+  return *state.members.back().qp;
+}
+
+UdQueuePair MulticastGroup::detach(const UdQueuePair& qp) {
+  constexpr std::string_view kOperation = "MulticastGroup::detach";
+  if (!state_) (void)joined_state(kOperation);  // throws: moved from
+  State& state = *state_;
+  const auto it = std::find_if(state.members.begin(), state.members.end(),
+                               [&](const Member& member) { return member.qp.get() == &qp; });
+  if (it == state.members.end()) {
+    throw_invalid_argument(
+        kOperation, "queue pair " + std::to_string(qp.qp_number()),
+        "is not attached to group " + state.group.text + " (give the reference attach() returned)");
+  }
+  if (const int rc = state.detach(*it); rc != 0) {
+    throw_verb_error("ibv_detach_mcast", rc,
+                     "detaching queue pair " + std::to_string(qp.qp_number()) + " from group " +
+                         state.group.text);
+  }
+  UdQueuePair result = std::move(*it->qp);
+  state.members.erase(it);
+  return result;
+}
+
+std::size_t MulticastGroup::attached_count() const {
+  return joined_state("MulticastGroup::attached_count").members.size();
 }
 
 bool MulticastGroup::joined() const noexcept { return state_ && state_->joined; }

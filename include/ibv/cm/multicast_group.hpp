@@ -13,14 +13,19 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "ibv/duration.hpp"
+#include "ibv/verbs/address_handle.hpp"
 #include "ibv/verbs/gid.hpp"
 #include "ibv/verbs/port.hpp"
+#include "ibv/verbs/protection_domain.hpp"
+#include "ibv/verbs/ud_address.hpp"
+#include "ibv/verbs/ud_queue_pair.hpp"
 
 struct ibv_ah_attr;
 
@@ -42,9 +47,11 @@ struct MulticastOptions {
 /// netdev has the local address, and left on destruction. Move-only; one thread at a time.
 ///
 ///     ibv::MulticastGroup group("239.1.2.3", "10.0.0.1");
-///     // receivers: a UD queue pair whose Q_Key is group.qkey(), then
-///     group.attach(receiver_qp);
-///     // senders: to group.address_handle(pd), QP number MulticastGroup::kQpNumber, group.qkey()
+///     // a receiver: a UD queue pair with the group's Q_Key, handed to the group
+///     ibv::UdQueuePair& receiver = group.attach(
+///         ibv::UdQueuePairBuilder(pd, cq, cq).qkey(ibv::QKey(group.qkey())).build());
+///     // a sender (any UD queue pair on the device): through the group's address handle
+///     auto send = ibv::UdSendRequest::to(1, data, group.address_handle(pd), group.destination());
 ///
 /// The constructor checks its input before it creates anything (ibv::Error invalid_argument:
 /// the group must be an IPv4 multicast literal, 224.0.0.0/4, or an IPv6 one, ff00::/8; the
@@ -56,9 +63,12 @@ struct MulticastOptions {
 ///
 /// Contract of the membership: destruction (or leave()) detaches every attached queue pair
 /// (ibv_detach_mcast) and leaves the group (rdma_leave_multicast: the last member on the host
-/// sends the IGMP leave), also when the constructor fails after the join was requested. An
-/// attached queue pair is kept alive by the group until it is detached: a device refuses to
-/// destroy a queue pair still attached to a group.
+/// sends the IGMP leave), also when the constructor fails after the join was requested.
+///
+/// Attached queue pairs belong to the group: attach() takes the UdQueuePair and returns a
+/// reference to it (valid while the group lives, moves included), detach() hands it back. So a
+/// queue pair can never be destroyed while attached, which devices refuse (IBA o10-2.2.3: rxe
+/// answers EBUSY and the queue pair would leak); the group detaches each before destroying it.
 ///
 /// Delivery is unreliable datagram delivery: no acknowledgement, no order across senders, a
 /// datagram that finds no posted receive is dropped, and so is one whose Q_Key differs from the
@@ -105,10 +115,34 @@ class MulticastGroup {
   /// MGID as destination GID, the source GID index of the local address, hop limit, port).
   [[nodiscard]] const ibv_ah_attr& address_vector() const;
 
+  /// The destination of a datagram to the group, as a UdAddress: QP number kQpNumber, the
+  /// group's Q_Key, MLID, MGID, and the port's active MTU (the largest datagram).
+  [[nodiscard]] UdAddress destination() const;
+  /// An address handle to the group on `pd` (which must be on device_name()), made from
+  /// address_vector(): what a sender's UdSendRequest goes through. Senders need not be
+  /// attached; an attached sender receives its own datagrams too.
+  [[nodiscard]] AddressHandle address_handle(const ProtectionDomain& pd) const;
+
+  /// Attaches `qp` to the group (ibv_attach_mcast with the MGID and MLID of the join) and keeps
+  /// it: the returned reference stays valid until detach() or the group's end. Throws
+  /// ibv::Error before attaching: state for a send-only membership or one already left;
+  /// invalid_argument for a queue pair on another device or port than the group, or whose Q_Key
+  /// is not qkey() (the device would drop every datagram of the group without a trace). The
+  /// queue pair is destroyed with the group if it was not detached; on an error it is destroyed
+  /// at once, unattached.
+  UdQueuePair& attach(UdQueuePair qp);
+  /// Detaches `qp` (an attached queue pair of this group) and hands it back; from now on it
+  /// receives nothing of the group. Throws ibv::Error: invalid_argument when it is not one of
+  /// this group's; the verb's error when ibv_detach_mcast fails (it then stays attached).
+  [[nodiscard]] UdQueuePair detach(const UdQueuePair& qp);
+  /// Queue pairs the group holds (attached, or still held after leave()).
+  [[nodiscard]] std::size_t attached_count() const;
+
   /// Whether the membership is still held (false once left, or moved from).
   [[nodiscard]] bool joined() const noexcept;
-  /// Detaches every attached queue pair and leaves the group now, as the destructor does;
-  /// afterwards only joined() and the accessors of what the join said may be used. Calling it
+  /// Detaches every attached queue pair and leaves the group now, as the destructor does; the
+  /// queue pairs stay with the group (detach() hands them back) but receive nothing of it.
+  /// Afterwards attach() throws; the accessors of what the join said still answer. Calling it
   /// again does nothing. Throws ibv::Error when rdma_leave_multicast fails (the membership
   /// counts as left either way).
   void leave();
