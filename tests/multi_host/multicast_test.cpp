@@ -4,6 +4,7 @@
 // group, and every rank, the sender included (multicast loopback), receives all of them. On the
 // testbed the datagrams leave the sender's veth, and the bridge floods them to every other
 // host's veth (its tx and rx packet counters are checked), so they do not stay inside one rxe.
+// And a group refuses queue pairs and protection domains of another host's device.
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -19,7 +20,9 @@
 #include <gtest/gtest.h>
 
 #include "ibv/cm/multicast_group.hpp"
+#include "ibv/error.hpp"
 #include "ibv/verbs/completion_queue.hpp"
+#include "ibv/verbs/device.hpp"
 #include "ibv/verbs/memory_region.hpp"
 #include "ibv/verbs/protection_domain.hpp"
 #include "ibv/verbs/ud_queue_pair.hpp"
@@ -135,6 +138,41 @@ TEST(MultiHostMulticast, EveryRankReceivesEveryRanksDatagrams) {
         << netdev;
   }
   meeting->barrier();  // nobody leaves while another still counts
+}
+
+// Every rank's process sees every host's device (one kernel): a queue pair or protection domain
+// of the next rank's device is refused by this rank's group, naming both devices.
+TEST(MultiHostMulticast, QueuePairsAndProtectionDomainsOfAnotherDeviceAreRefused) {
+  auto& world = multi_host();
+  const std::uint32_t next = (world.rank() + 1) % world.world_size();
+  if (world.ip(world.rank()).starts_with("127.") || world.device(next) == world.device()) {
+    GTEST_SKIP() << "needs the ranks on different RDMA devices, each with its own IP address "
+                    "(the testbed's --hosts N); here they share "
+                 << world.device();
+  }
+  MulticastGroup group("239.254." + std::to_string(world.base_port() % 250) + ".2",
+                       world.ip(world.rank()));
+  const Context other = open_device(world.device(next));
+  const ProtectionDomain other_pd(other);
+  const CompletionQueue cq(other, 4);
+  try {
+    (void)group.attach(UdQueuePairBuilder(other_pd, cq, cq).qkey(QKey(group.qkey())).build());
+    ADD_FAILURE() << "attached a queue pair of " << world.device(next);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is on device " + world.device(next)), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("joined on " + world.device()), std::string::npos)
+        << e.what();
+  }
+  try {
+    (void)group.address_handle(other_pd);
+    ADD_FAILURE() << "made an address handle on " << world.device(next);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("protection domain"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(group.attached_count(), 0U);
 }
 
 }  // namespace
