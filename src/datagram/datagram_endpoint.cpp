@@ -367,7 +367,7 @@ DatagramEndpoint::DatagramEndpoint(const ProtectionDomain& pd, const DatagramSet
     : core_(std::make_shared<detail::DatagramCore>(pd, settings)) {}
 
 DatagramEndpoint::DatagramEndpoint(DatagramEndpoint&&) noexcept = default;
-DatagramEndpoint& DatagramEndpoint::operator=(DatagramEndpoint&&) noexcept = default;
+DatagramEndpoint& DatagramEndpoint::operator=(DatagramEndpoint&& other) noexcept = default;
 DatagramEndpoint::~DatagramEndpoint() = default;
 
 UdAddress DatagramEndpoint::address() const { return core_->qp->address(); }

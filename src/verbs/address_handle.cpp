@@ -73,7 +73,7 @@ ibv_ah_attr base_attributes(const AddressHandleSettings& settings) {
 
 }  // namespace
 
-AddressHandle::State::~State() {
+detail::AddressHandleState::~AddressHandleState() {
   if (const int rc = ibv_destroy_ah(ah); rc != 0) {
     std::fprintf(stderr, "ibverbs-cpp: ibv_destroy_ah failed (errno %d)\n", rc);
   }
@@ -106,9 +106,9 @@ AddressHandle::AddressHandle(const ProtectionDomain& pd, const ibv_ah_attr& attr
                                          "index's netdev)"
                                        : ""));
   }
-  std::shared_ptr<State> state;
+  std::shared_ptr<detail::AddressHandleState> state;
   try {
-    state = std::make_shared<State>(pd, raw);  // owns raw from here
+    state = std::make_shared<detail::AddressHandleState>(pd, raw);  // owns raw from here
   } catch (...) {
     ibv_destroy_ah(raw);
     throw;

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Device tests of the verbs layer's unreliable datagrams on the test device: UD queue pairs
-// built to RTS, address handles from a GID and from a received completion, sends to one and
-// to many queue pairs (and from threads), immediates, post lists, inline data, the GRH area,
-// the MTU limit, a wrong Q_Key (dropped, nothing overwritten), UD over a shared receive queue,
-// and the checks that refuse bad input before anything is posted.
+// built to RTS, address handles from a GID, from a received completion and from attributes
+// made elsewhere (as rdma_cm makes them), sends to one and to many queue pairs (and from
+// threads), immediates, post lists, inline data, the GRH area, the MTU limit, a wrong Q_Key
+// (dropped, nothing overwritten), UD over a shared receive queue, and the checks that refuse
+// bad input before anything is posted.
+#include <infiniband/verbs.h>
+
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -387,6 +391,46 @@ TEST_F(UdTest, RefusesBadInputBeforeAnythingIsPosted) {
   // A receive completion is what reply_to needs.
   EXPECT_TRUE(throws_invalid_argument(
       [&] { (void)AddressHandle::reply_to(pd, WorkCompletion{}, b.slot(0)); }, {"receive"}));
+}
+
+TEST_F(UdTest, BuildsAnAddressHandleFromAttributesMadeElsewhere) {
+  UdSide a(pd);
+  UdSide b(pd);
+  b.post_receive(0);
+  // What rdma_cm hands over for a multicast group, here for b's unicast GID.
+  ibv_ah_attr attributes{};
+  attributes.is_global = 1;
+  attributes.grh.dgid = b.qp.address().gid.to_native();
+  attributes.grh.sgid_index = static_cast<std::uint8_t>(test_gid_index(context));
+  attributes.grh.hop_limit = 64;
+  attributes.port_num = 1;
+  const auto ah = AddressHandle::from_attributes(pd, attributes);
+  EXPECT_TRUE(ah.is_global());
+  EXPECT_EQ(ah.destination_gid(), b.qp.address().gid);
+  const auto payload = pattern(24, 8);
+  auto area = a.send_area().first(payload.size());
+  std::copy(payload.begin(), payload.end(), area.begin());
+  const std::array elements{a.mr.gather(std::span<const std::byte>(area))};
+  auto request = UdSendRequest::to(3, elements, ah, b.qp.address());
+  a.qp.post_send(request);
+  EXPECT_TRUE(poll_one(a.cq).ok());
+  const auto completion = poll_one(b.cq);
+  ASSERT_TRUE(completion.ok()) << completion.to_string();
+  EXPECT_TRUE(same_bytes(payload, UdReceived(completion, b.slot(0)).payload()));
+
+  auto bad = attributes;
+  bad.port_num = 9;
+  EXPECT_TRUE(throws_error(ErrorKind::not_found,
+                           [&] { (void)AddressHandle::from_attributes(pd, bad); }, {"port 9"}));
+  bad = attributes;
+  bad.sl = 16;
+  EXPECT_TRUE(throws_invalid_argument([&] { (void)AddressHandle::from_attributes(pd, bad); },
+                                      {"service_level 16"}));
+  bad = attributes;
+  bad.grh.sgid_index = 200;
+  EXPECT_TRUE(throws_error(ErrorKind::not_found,
+                           [&] { (void)AddressHandle::from_attributes(pd, bad); },
+                           {"gid_index 200"}));
 }
 
 TEST_F(UdTest, AnAddressHandleKeepsItsProtectionDomainAlive) {

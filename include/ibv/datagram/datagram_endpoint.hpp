@@ -72,7 +72,9 @@ struct DatagramSenderCounts {
 /// endpoint's buffers and queue pair alive until it is released.
 class DatagramMessage {
  public:
+  /// Takes over `other`'s buffer; `other` holds none afterwards.
   DatagramMessage(DatagramMessage&& other) noexcept;
+  /// Releases this message's buffer, then takes over `other`'s.
   DatagramMessage& operator=(DatagramMessage&& other) noexcept;
   DatagramMessage(const DatagramMessage&) = delete;
   DatagramMessage& operator=(const DatagramMessage&) = delete;
@@ -132,8 +134,10 @@ class DatagramEndpoint {
   /// mode sleeps), UD queue pair, the registered send and receive buffers, all receives posted.
   /// Throws ibv::Error naming the setting that does not fit, before creating anything it can.
   explicit DatagramEndpoint(const ProtectionDomain& pd, const DatagramSettings& settings = {});
+  /// Takes over the endpoint; the moved-from one may only be destroyed or assigned to.
   DatagramEndpoint(DatagramEndpoint&&) noexcept;
-  DatagramEndpoint& operator=(DatagramEndpoint&&) noexcept;
+  /// Destroys this endpoint (as the destructor does), then takes over `other`.
+  DatagramEndpoint& operator=(DatagramEndpoint&& other) noexcept;
   DatagramEndpoint(const DatagramEndpoint&) = delete;
   DatagramEndpoint& operator=(const DatagramEndpoint&) = delete;
   ~DatagramEndpoint();

@@ -45,6 +45,28 @@ struct AddressHandleSettings {
   std::uint32_t flow_label = 0;
 };
 
+namespace detail {
+/// What the copies of an AddressHandle share: the ibv_ah (destroyed with the state) and what it
+/// was made of. One shared state, so that copying a handle into a request costs one reference
+/// count.
+struct AddressHandleState {
+  ProtectionDomain pd;
+  ibv_ah* ah = nullptr;
+  Gid gid;
+  std::uint16_t lid = 0;
+  bool global = false;
+  std::uint32_t gid_index = 0;
+  std::uint8_t port = 1;
+  AddressHandleState(ProtectionDomain domain, ibv_ah* handle) noexcept
+      : pd(std::move(domain)), ah(handle) {}
+  AddressHandleState(const AddressHandleState&) = delete;
+  AddressHandleState& operator=(const AddressHandleState&) = delete;
+  AddressHandleState(AddressHandleState&&) = delete;
+  AddressHandleState& operator=(AddressHandleState&&) = delete;
+  ~AddressHandleState();  // ibv_destroy_ah (a failure is reported on stderr), then the PD goes
+};
+}  // namespace detail
+
 /// Where unreliable-datagram sends go: an ibv_ah on a protection domain. Made by the factories
 /// below, which check their input before ibv_create_ah and throw ibv::Error naming what is
 /// wrong. A cheap-to-copy handle: copies share one ibv_ah, destroyed with the last copy; it
@@ -105,30 +127,11 @@ class AddressHandle {
     return a.ah_ == b.ah_;
   }
 
-  /// What the copies of a handle share: the ibv_ah (destroyed with the state) and what it was
-  /// made of. One shared state, so that copying a handle into a request costs one reference
-  /// count.
-  struct State {
-    ProtectionDomain pd;
-    ibv_ah* ah = nullptr;
-    Gid gid;
-    std::uint16_t lid = 0;
-    bool global = false;
-    std::uint32_t gid_index = 0;
-    std::uint8_t port = 1;
-    State(ProtectionDomain domain, ibv_ah* handle) noexcept : pd(std::move(domain)), ah(handle) {}
-    State(const State&) = delete;
-    State& operator=(const State&) = delete;
-    State(State&&) = delete;
-    State& operator=(State&&) = delete;
-    ~State();  // ibv_destroy_ah (a failure is reported on stderr), then the PD is released
-  };
-
  private:
   AddressHandle(const ProtectionDomain& pd, const ibv_ah_attr& attributes,
                 std::string_view operation);
 
-  std::shared_ptr<const State> state_;
+  std::shared_ptr<const detail::AddressHandleState> state_;
   ibv_ah* ah_ = nullptr;
 };
 

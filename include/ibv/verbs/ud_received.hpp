@@ -33,7 +33,7 @@ class GlobalRouteHeader {
 
   /// Whether the area holds RoCE v2's IPv4 header (in its last 20 bytes).
   [[nodiscard]] bool is_ipv4() const noexcept { return ipv4_; }
-  /// The source's GID: the IPv6 source address, or ::ffff:a.b.c.d from the IPv4 source.
+  /// The source's GID: the IPv6 source address, or "::ffff:a.b.c.d" from the IPv4 source.
   [[nodiscard]] Gid source_gid() const noexcept;
   /// The destination GID (the receiver's own, or a multicast group), as source_gid().
   [[nodiscard]] Gid destination_gid() const noexcept;
