@@ -3,7 +3,7 @@
 // needs to reach the group, and the unreliable-datagram queue pairs attached to receive from it.
 //
 // How multicast works on RoCE v2 (and why rdma_cm): a datagram sent to the group's GID
-// (::ffff:239.1.2.3) is a UDP/IP packet to the IP multicast address, which the network delivers
+// ("::ffff:239.1.2.3") is a UDP/IP packet to the IP multicast address, which the network delivers
 // only to hosts that joined the IP group (IGMP). rdma_join_multicast on an id bound to the
 // device's IP address is what makes the host join the IP group on the device's netdev (the
 // kernel's rdma_cm calls ip_mc_inc_group, which sends the IGMP report); the verbs call
@@ -101,7 +101,7 @@ class MulticastGroup {
   [[nodiscard]] const std::string& device_name() const;
   /// The device's port the group was joined on.
   [[nodiscard]] PortNumber port() const;
-  /// The group's GID (MGID) from the join: ::ffff:239.1.2.3 on RoCE v2.
+  /// The group's GID (MGID) from the join: "::ffff:239.1.2.3" on RoCE v2.
   [[nodiscard]] Gid mgid() const;
   /// The group's LID (MLID) from the join: 0 on RoCE, assigned by the subnet manager on
   /// InfiniBand.
