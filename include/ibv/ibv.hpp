@@ -55,6 +55,7 @@
 // Connection management with rdma_cm: Channel::connect and ChannelListener.
 #include "ibv/cm/channel_listener.hpp"
 #include "ibv/cm/connect_options.hpp"
+#include "ibv/cm/multicast_group.hpp"
 
 // Layer 3: multi_channel, one channel per peer on one protection domain.
 #include "ibv/multi_channel/multi_channel.hpp"

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstring>
 
+#include "detail/brief_quote.hpp"
 #include "ibv/error.hpp"
 
 namespace ibv::detail {
@@ -52,6 +53,46 @@ SocketAddress parse_address(std::string_view address, std::uint16_t port,
   throw_invalid_argument(operation, "address \"" + text + "\"",
                          "is not an IPv4 or IPv6 address literal (e.g. 10.0.0.1 or fe80::1; "
                          "host names are not resolved, and the port is a separate argument)");
+}
+
+SocketAddress parse_multicast_group(std::string_view group, std::string_view operation) {
+  SocketAddress result;
+  const std::string argument = "group " + quote_briefly(group);
+  const std::string text(group);
+  if (text.empty()) {
+    throw_invalid_argument(operation, argument,
+                           "is empty: give an IPv4 multicast address (224.0.0.0 to "
+                           "239.255.255.255, e.g. 239.1.2.3)");
+  }
+  auto* in4 = reinterpret_cast<sockaddr_in*>(&result.storage);
+  if (text.find('\0') == std::string::npos &&
+      ::inet_pton(AF_INET, text.c_str(), &in4->sin_addr) == 1) {
+    // 224.0.0.0/4 (class D): the top four bits are 1110.
+    if ((ntohl(in4->sin_addr.s_addr) >> 28U) != 0xEU) {
+      throw_invalid_argument(operation, argument,
+                             "is not a multicast address: IPv4 groups are 224.0.0.0 to "
+                             "239.255.255.255 (239.0.0.0/8 for groups of one organisation)");
+    }
+    in4->sin_family = AF_INET;
+    result.text = text;
+    return result;
+  }
+  std::string v6 = text;
+  if (v6.size() > 2 && v6.front() == '[' && v6.back() == ']') v6 = v6.substr(1, v6.size() - 2);
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&result.storage);
+  if (v6.find('\0') == std::string::npos &&
+      ::inet_pton(AF_INET6, v6.c_str(), &in6->sin6_addr) == 1) {
+    if (in6->sin6_addr.s6_addr[0] != 0xFF) {
+      throw_invalid_argument(operation, argument,
+                             "is not a multicast address: IPv6 groups start with ff (ff00::/8)");
+    }
+    in6->sin6_family = AF_INET6;
+    result.text = v6;
+    return result;
+  }
+  throw_invalid_argument(operation, argument,
+                         "is not an IPv4 or IPv6 multicast address literal (e.g. 239.1.2.3; "
+                         "host names are not resolved)");
 }
 
 void check_options(const ConnectOptions& options, std::string_view operation) {

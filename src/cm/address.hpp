@@ -32,6 +32,13 @@ struct SocketAddress {
 [[nodiscard]] SocketAddress parse_address(std::string_view address, std::uint16_t port,
                                           std::string_view operation, bool allow_any);
 
+/// Parses a multicast group's address: an IPv4 literal in 224.0.0.0/4 or an IPv6 literal in
+/// ff00::/8 (port 0; names are not resolved). Throws ibv::Error (invalid_argument) naming
+/// `operation` and the text (quoted briefly), saying what a group address is: a unicast, the
+/// wildcard or broadcast address, a name or anything else is refused.
+[[nodiscard]] SocketAddress parse_multicast_group(std::string_view group,
+                                                  std::string_view operation);
+
 /// Checks what can be checked without a device: every timeout positive, gid_index unset, a
 /// completion queue size positive if given. Throws ibv::Error (invalid_argument).
 void check_options(const ConnectOptions& options, std::string_view operation);

@@ -74,10 +74,10 @@ EventChannelPtr make_event_channel(std::string_view operation) {
   return channel;
 }
 
-CmEndpoint make_endpoint(std::string_view operation) {
+CmEndpoint make_endpoint(std::string_view operation, rdma_port_space port_space) {
   CmEndpoint endpoint{make_event_channel(operation), nullptr};
   rdma_cm_id* id = nullptr;
-  if (rdma_create_id(endpoint.channel.get(), &id, nullptr, RDMA_PS_TCP) != 0) {
+  if (rdma_create_id(endpoint.channel.get(), &id, nullptr, port_space) != 0) {
     throw_cm_error("rdma_create_id", errno, std::string(operation));
   }
   endpoint.id.reset(id);

@@ -37,8 +37,10 @@ struct CmEndpoint {
 
 /// A non-blocking event channel (throws ibv::Error naming `operation`).
 [[nodiscard]] EventChannelPtr make_event_channel(std::string_view operation);
-/// A fresh TCP-port-space id on its own event channel.
-[[nodiscard]] CmEndpoint make_endpoint(std::string_view operation);
+/// A fresh id on its own event channel: TCP port space (connections) unless `port_space` says
+/// otherwise (RDMA_PS_UDP for unreliable datagrams and multicast groups).
+[[nodiscard]] CmEndpoint make_endpoint(std::string_view operation,
+                                       rdma_port_space port_space = RDMA_PS_TCP);
 /// Moves `id` (taken from a connection request) to an event channel of its own.
 [[nodiscard]] CmEndpoint adopt_endpoint(rdma_cm_id* id, std::string_view operation);
 

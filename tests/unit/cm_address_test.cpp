@@ -69,6 +69,68 @@ TEST(CmAddress, ListenersTakeTheWildcards) {
   EXPECT_FALSE(is_any_address("10.0.0.1"));
 }
 
+/// The message of the Error `call` throws ("" when it throws none).
+std::string message_of(auto&& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CmMulticastGroup, TakesIpv4AndIpv6MulticastLiterals) {
+  // Both ends of 224.0.0.0/4, and ff00::/8 with and without brackets.
+  for (const char* text : {"224.0.0.0", "239.1.2.3", "239.255.255.255", "224.0.0.1"}) {
+    auto address = parse_multicast_group(text, "test");
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address.storage);
+    EXPECT_EQ(in->sin_family, AF_INET) << text;
+    EXPECT_EQ(in->sin_port, 0) << text;
+    EXPECT_EQ(address.text, text);
+  }
+  const auto parsed = parse_multicast_group("239.1.2.3", "test");
+  EXPECT_EQ(ntohl(reinterpret_cast<const sockaddr_in*>(&parsed.storage)->sin_addr.s_addr),
+            0xEF010203U);
+  for (const char* text : {"ff0e::1", "[ff02::1:2]", "ff12:401b:ffff::1"}) {
+    auto address = parse_multicast_group(text, "test");
+    EXPECT_EQ(address.storage.ss_family, AF_INET6) << text;
+    EXPECT_EQ(address.text.front(), 'f') << text;  // brackets dropped
+  }
+}
+
+TEST(CmMulticastGroup, RefusesWhatIsNoGroupAndSaysWhy) {
+  // Just outside 224.0.0.0/4 on both sides, unicast, wildcard, broadcast, names, ports, junk.
+  for (const char* text : {"223.255.255.255", "240.0.0.0", "10.0.0.1", "0.0.0.0", "255.255.255.255",
+                           "fe80::1", "::", "::ffff:239.1.2.3", ""}) {
+    EXPECT_EQ(kind_of([&] { (void)parse_multicast_group(text, "test"); }),
+              ErrorKind::invalid_argument)
+        << '"' << text << '"';
+  }
+  EXPECT_NE(message_of([] { (void)parse_multicast_group("10.0.0.1", "MulticastGroup"); })
+                .find("group \"10.0.0.1\" is not a multicast address: IPv4 groups are "
+                      "224.0.0.0 to 239.255.255.255"),
+            std::string::npos);
+  EXPECT_NE(message_of([] {
+              (void)parse_multicast_group("fe80::1", "MulticastGroup");
+            }).find("IPv6 groups start with ff"),
+            std::string::npos);
+  for (const char* text : {"group.example", "239.1.2.3:4791", "239.1.2", " 239.1.2.3"}) {
+    const std::string message =
+        message_of([&] { (void)parse_multicast_group(text, "MulticastGroup"); });
+    EXPECT_NE(message.find("is not an IPv4 or IPv6 multicast address literal"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find(std::string("\"") + text + "\""), std::string::npos) << message;
+  }
+  // A huge or binary text is quoted briefly.
+  const std::string huge(100000, '9');
+  const std::string message = message_of([&] { (void)parse_multicast_group(huge, "test"); });
+  EXPECT_LT(message.size(), 400U) << message;
+  EXPECT_NE(message.find("(100000 bytes)"), std::string::npos) << message;
+  EXPECT_EQ(
+      kind_of([] { (void)parse_multicast_group(std::string_view("239.1.2.3\0x", 11), "test"); }),
+      ErrorKind::invalid_argument);
+}
+
 TEST(CmOptions, DefaultsPass) { EXPECT_NO_THROW(check_options(ConnectOptions{}, "test")); }
 
 TEST(CmOptions, EveryTimeoutMustBePositive) {
