@@ -46,8 +46,8 @@ class AllToAllRound {
   [[nodiscard]] std::span<const std::byte> part(std::uint32_t source) const;
   /// Gives the slots back; the senders are told by credits, carried by this rank's next parts
   /// to them or sent alone by its next poll() or wait(). Nothing if it holds none.
-  /// Never throws: a failure to tell a sender marks the collective failed, and its next call
-  /// says why.
+  /// Never throws: it posts nothing itself (a failure to tell a sender shows at the call that
+  /// sends the credit).
   void release() noexcept;
 
  private:
