@@ -3,10 +3,11 @@
 // (unknown device 3, no server 4, TCP port in use 4, a size over the limit 2, settings that
 // differ 2 on both sides), `devices`, and a short real run of each of the six perf tests,
 // server and client on the test device over 127.0.0.1, with the JSON report checked, a run
-// with -R (queue pairs connected by rdma_cm at IBV_TEST_IP), runs with a post list (-l)
-// and CQ moderation (-Q), runs of each post interface (--post-interface, chosen per side),
-// and runs started by Open MPI's mpirun as a launched pair (the ranks
-// meet through PMIx, or the rendezvous in a build without PMIx; only rank 0 reports).
+// with -R (queue pairs connected by rdma_cm at IBV_TEST_IP), runs over UD (-c UD: send bw
+// and lat, with a post list too; a size above the path MTU refused on both sides), runs with a
+// post list (-l) and CQ moderation (-Q), runs of each post interface (--post-interface, chosen
+// per side), and runs started by Open MPI's mpirun as a launched pair (the ranks meet through
+// PMIx, or the rendezvous in a build without PMIx; only rank 0 reports).
 //
 // The binary is looked up next to this test binary (build/<preset>/bin); the tests skip when it
 // was not built (IBV_BUILD_TOOLS=OFF). Every process runs under a hard timeout.
@@ -14,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -233,6 +235,8 @@ void check_report(const nlohmann::json& doc, const RunCase& run, const std::stri
   EXPECT_EQ(doc.at("device"), device);
   EXPECT_GE(doc.at("mtu").get<int>(), 256);
   EXPECT_EQ(doc.at("qps"), 1);
+  const bool datagrams = std::ranges::find(run.options, "UD") != run.options.end();
+  EXPECT_EQ(doc.at("connection"), datagrams ? "UD" : "RC");
   const auto& results = doc.at("results");
   ASSERT_EQ(results.size(), run.sizes.size());
   for (std::size_t i = 0; i < run.sizes.size(); ++i) {
@@ -248,6 +252,12 @@ void check_report(const nlohmann::json& doc, const RunCase& run, const std::stri
         EXPECT_GE(peak, average * 0.99);  // the send server computes no peak, as perftest's
       }
       EXPECT_GT(r.at("msg_rate_Mpps").get<double>(), 0.0);
+      // The server of a UD test counts what never arrived (every receive was posted first).
+      if (datagrams && role == "server") {
+        EXPECT_EQ(r.at("datagrams_lost"), 0);
+      } else {
+        EXPECT_FALSE(r.contains("datagrams_lost"));
+      }
     } else {
       const double t_min = r.at("t_min_us");
       const double typical = r.at("t_typical_us");
@@ -293,10 +303,31 @@ INSTANTIATE_TEST_SUITE_P(
                       RunCase{"send", "bw", {"-s", "8192"}, {8192}, 18653},
                       RunCase{"write", "lat", {"--sizes", "2,4096"}, {2, 4096}, 18654},
                       RunCase{"send", "lat", {"-s", "64"}, {64}, 18655},
-                      RunCase{"read", "lat", {"-s", "2"}, {2}, 18656}),
+                      RunCase{"read", "lat", {"-s", "2"}, {2}, 18656},
+                      RunCase{"send", "bw", {"-c", "UD", "--sizes", "2,1024"}, {2, 1024}, 18657},
+                      RunCase{"send", "bw", {"-c", "UD", "-s", "256", "-l", "10"}, {256}, 18658},
+                      RunCase{"send", "lat", {"-c", "UD", "--sizes", "2,1024"}, {2, 1024}, 18659}),
     [](const ::testing::TestParamInfo<RunCase>& test) {
-      return test.param.verb + "_" + test.param.measure;
+      std::string name = test.param.verb + "_" + test.param.measure;
+      if (std::ranges::find(test.param.options, "UD") != test.param.options.end()) name += "_ud";
+      if (std::ranges::find(test.param.options, "-l") != test.param.options.end()) name += "_list";
+      return name;
     });
+
+TEST_F(IbvcppTool, DatagramAboveThePathMtuExits2OnBothSides) {
+  // The testbed's path MTU is 1024 (an Ethernet MTU of 1500); 4097 is above every path MTU.
+  const std::vector<std::string> options{"-c", "UD", "-s", "4097", "-n", "50"};
+  auto server = start_server(perf({"send", "bw"}, 18660, options, false), 18660);
+  Tool client(perf({"send", "bw"}, 18660, options, true), logs_.path(), "client");
+  const auto client_status = client.wait();
+  const auto server_status = server->wait();
+  const std::string both =
+      "---- server ----\n" + server->describe() + "---- client ----\n" + client.describe();
+  EXPECT_EQ(client_status, 2) << both;
+  EXPECT_EQ(server_status, 2) << both;
+  EXPECT_TRUE(contains(client.err(), "size 4097 is above the path MTU")) << both;
+  EXPECT_TRUE(contains(client.err(), "a UD message is one packet")) << both;
+}
 
 // --- -R: the queue pairs connected with rdma_cm ----------------------------------------------
 

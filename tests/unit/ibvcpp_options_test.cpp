@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The ibvcpp command line: every option of `perf` and `devices`, perftest's defaults, and the
 // usage errors (exit status 2) with messages that name the option.
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -388,6 +389,51 @@ TEST(IbvcppOptions, RdmaCmFlag) {
   // rdma_cm chooses the GID and the path MTU: -x and -m can not be applied.
   EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-R", "-x", "1"}), "-x"));
   EXPECT_TRUE(contains(usage_error({"perf", "write", "bw", "-R", "-m", "1024"}), "-m"));
+}
+
+TEST(IbvcppOptions, DatagramsAreSendTestsWithEveryReceivePostedUpFront) {
+  EXPECT_EQ(perf({"perf", "send", "bw"}).connection, ibvcpp::Transport::rc);
+  EXPECT_EQ(perf({"perf", "send", "bw", "-c", "RC"}).connection, ibvcpp::Transport::rc);
+  const auto bw = perf({"perf", "send", "bw", "-c", "UD", "-n", "20000"});
+  EXPECT_EQ(bw.connection, ibvcpp::Transport::ud);
+  EXPECT_EQ(bw.rx_depth(), ibvcpp::kMaxUdRxDepth);  // perftest's UC_MAX_RX
+  EXPECT_EQ(perf({"perf", "send", "lat", "--connection=UD"}).rx_depth(), 1000U);  // -n
+  EXPECT_EQ(perf({"perf", "send", "bw", "-c", "UD", "-l", "10", "-n", "100"}).post_list, 10U);
+  EXPECT_EQ(ibvcpp::transport_name(ibvcpp::Transport::ud), "UD");
+  EXPECT_EQ(ibvcpp::transport_name(ibvcpp::Transport::rc), "RC");
+}
+
+TEST(IbvcppOptions, RejectsWhatDatagramsCanNotDo) {
+  const auto write = usage_error({"perf", "write", "bw", "-c", "UD"});
+  EXPECT_TRUE(contains(write, "-c UD carries sends only")) << write;
+  EXPECT_TRUE(contains(write, "'ibvcpp perf send bw -c UD'")) << write;
+  EXPECT_TRUE(contains(usage_error({"perf", "read", "lat", "-c", "UD"}), "no RDMA read"));
+  EXPECT_TRUE(contains(usage_error({"perf", "send", "bw", "-c", "UD", "-R"}), "-R"));
+  EXPECT_TRUE(
+      contains(usage_error({"perf", "send", "bw", "-c", "UD", "--post-interface", "extended"}),
+               "ibv_post_send"));
+  const auto other = usage_error({"perf", "send", "bw", "-c", "UC"});
+  EXPECT_TRUE(contains(other, "invalid value 'UC' for -c (expected RC or UD)")) << other;
+}
+
+TEST(IbvcppOptions, DatagramSizesFitThePathMtu) {
+  auto given = perf({"perf", "send", "bw", "-c", "UD", "--sizes", "2,1024"});
+  ibvcpp::fit_datagram_sizes(given, 1024);
+  EXPECT_EQ(given.sizes, (std::vector<std::uint64_t>{2, 1024}));
+  try {
+    ibvcpp::fit_datagram_sizes(given, 512);
+    ADD_FAILURE() << "a size above the MTU was accepted";
+  } catch (const ibvcpp::UsageError& error) {
+    EXPECT_TRUE(contains(error.what(), "size 1024 is above the path MTU 512")) << error.what();
+  }
+  // -a: the sizes up to the MTU, as perftest runs -a over UD.
+  auto all = perf({"perf", "send", "lat", "-c", "UD", "-a"});
+  ibvcpp::fit_datagram_sizes(all, 1024);
+  EXPECT_EQ(all.sizes, (std::vector<std::uint64_t>{2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}));
+  // RC: untouched.
+  auto rc = perf({"perf", "send", "bw", "-s", "65536"});
+  ibvcpp::fit_datagram_sizes(rc, 1024);
+  EXPECT_EQ(rc.sizes, (std::vector<std::uint64_t>{65536}));
 }
 
 }  // namespace

@@ -135,6 +135,31 @@ TEST(IbvcppProtocol, AddressesRoundTrip) {
   EXPECT_TRUE(contains(message, "for 3 QPs")) << message;
 }
 
+TEST(IbvcppProtocol, TheTransportMustAgreeAndDatagramAddressesRoundTrip) {
+  auto ud = settings();
+  ud.connection = "UD";
+  EXPECT_EQ(ibvcpp::decode_settings(ibvcpp::encode_settings(ud)), ud);
+  EXPECT_EQ(*ibvcpp::settings_mismatch(ud, settings(), true),
+            "settings differ: the transport (-c; this client has UD, the server RC)");
+
+  ibvcpp::QpAddress a;
+  a.datagram = ibv::UdAddress{};
+  a.datagram->qp_number = 0x21;
+  a.datagram->qkey = 0x11111111;
+  a.datagram->gid = ibv::Gid::from_string("::ffff:10.0.0.2");
+  a.inbox = ibv::RemoteMemoryRegion(0x2000 + 1064, 1064, 9);
+  a.outbox = ibv::RemoteMemoryRegion(0x2000, 1064, 9);
+  const std::vector<ibvcpp::QpAddress> one{a};
+  const auto bytes = ibvcpp::encode_addresses(one);
+  EXPECT_EQ(bytes.size(), ibvcpp::kQpAddressSize);
+  EXPECT_EQ(ibvcpp::decode_addresses(bytes, 1, ibvcpp::Transport::ud), one);
+  // Read as an RC endpoint, a UD address is refused (its MTU byte is an endpoint's reserved
+  // byte): a side that thought the other ran RC would stop here, not connect to garbage.
+  const auto [code, message] = tool_error([&] { (void)ibvcpp::decode_addresses(bytes, 1); });
+  EXPECT_EQ(code, ibvcpp::ExitCode::connection);
+  EXPECT_TRUE(contains(message, "invalid address")) << message;
+}
+
 TEST(IbvcppProtocol, ResultsRoundTrip) {
   ibvcpp::BwResult bw;
   bw.bytes = 4096;

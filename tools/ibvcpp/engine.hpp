@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The measurement engine of ibvcpp perf: the queue pairs and buffers of a session, and the
 // loops that measure bandwidth (engine_bw.cpp) and latency (engine_lat.cpp), written on the
-// library's public Channel API (unpolled post_* and PendingWork).
+// library's public Channel API (unpolled post_* and PendingWork), and their UD counterparts
+// (engine_ud.cpp) on the verbs layer's UdQueuePair.
 #pragma once
 
 #include <algorithm>
@@ -18,7 +19,11 @@
 #include <vector>
 
 #include "ibv/channel/channel.hpp"
+#include "ibv/verbs/address_handle.hpp"
+#include "ibv/verbs/completion_queue.hpp"
 #include "ibv/verbs/memory_region.hpp"
+#include "ibv/verbs/ud_queue_pair.hpp"
+#include "ibv/verbs/ud_send_request.hpp"
 #include "ibvcpp/options.hpp"
 #include "ibvcpp/protocol.hpp"
 #include "ibvcpp/report.hpp"
@@ -48,9 +53,19 @@ class AlignedBuffer {
   std::unique_ptr<std::byte, Free> data_;
 };
 
+/// The UD queue pair of a slot (-c UD): its completion queues (sends and receives apart, as
+/// perftest) and the route to the peer's queue pair.
+struct DatagramLane {
+  ibv::CompletionQueue send_cq;
+  ibv::CompletionQueue recv_cq;
+  ibv::UdQueuePair qp;
+  std::optional<ibv::AddressHandle> route;  ///< Set once the peer's address is known.
+};
+
 /// One queue pair of the session with its own buffer: the first half is the outbox (what this
 /// side sends and writes, and what the peer reads), the second half the inbox (where receives,
-/// the peer's writes and this side's reads land). Each half holds the largest size.
+/// the peer's writes and this side's reads land). Each half holds the largest size (with -c UD
+/// plus the 40-byte GRH area a receive starts with).
 struct QueuePairSlot {
   explicit QueuePairSlot(std::size_t half_size) : buffer(2 * half_size), half(half_size) {}
 
@@ -58,8 +73,9 @@ struct QueuePairSlot {
   std::size_t half;
   std::optional<ibv::MemoryRegion> mr;
   std::optional<ibv::PreparedChannel> prepared;
-  std::optional<ibv::Channel> channel;
-  QpAddress peer;  ///< The peer's queue pair and buffers.
+  std::optional<ibv::Channel> channel;    ///< RC.
+  std::optional<DatagramLane> datagrams;  ///< UD (-c UD), instead of the channel.
+  QpAddress peer;                         ///< The peer's queue pair and buffers.
 
   [[nodiscard]] std::span<std::byte> outbox(std::uint64_t size) const {
     return buffer.bytes().first(size);
@@ -160,12 +176,22 @@ class StallWatch {
 /// down at exit before the registered memory goes (registration pins it), so this is safe.
 [[noreturn]] void abort_run(const std::string& message);
 
+/// Posts a receive on the slot's UD queue pair (-c UD): every one lands in the slot's inbox,
+/// the 40-byte GRH area and then the message of `size` bytes (as perftest's: what arrives is
+/// not read). The request is made at each post (a few stores), so nothing refers to itself.
+void post_datagram_receive(QueuePairSlot& slot, std::uint64_t size);
+/// The peer's UD queue pair, as a send names it.
+[[nodiscard]] ibv::UdSendRequest datagram_to_peer(QueuePairSlot& slot,
+                                                  std::span<const ibv::GatherElement> data);
+
 /// Bandwidth: the client measures; the server of a send test receives and measures its own
 /// side (perftest's server: no peak); the server of a write or read test waits for the client's
 /// result.
 [[nodiscard]] BwResult run_bw(Session& session, std::uint64_t size);
 /// Latency: both sides run the ping-pong (send, write) or the server waits (read); the client
-/// measures, and the server prints the client's figures.
+/// measures, and the server prints the client's figures. With -c UD: sends only, through the
+/// slots' UD queue pairs; the server of a bw test also reports the datagrams lost (counted
+/// once the client's result says how many it sent).
 [[nodiscard]] LatResult run_lat(Session& session, std::uint64_t size);
 
 }  // namespace ibvcpp::engine

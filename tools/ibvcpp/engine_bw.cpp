@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <exception>
 #include <optional>
@@ -120,7 +121,8 @@ BwResult send_result(Session& session, std::uint64_t size, std::size_t total,
   session.connection.send(MessageType::heartbeat);
   const BwResult result{
       size, total,
-      bandwidth_statistics(posted, marks, size, session.options.iterations <= kPeakIterationLimit)};
+      bandwidth_statistics(posted, marks, size, session.options.iterations <= kPeakIterationLimit),
+      std::nullopt};
   session.connection.send(MessageType::result, encode_result(result));
   return result;
 }
@@ -322,7 +324,7 @@ BwResult send_server_loop(Session& session, std::uint64_t size) {
                             " (is the client alive?)");
       }
     }
-    const BwResult own{size, total, average_bandwidth(start, now_ns(), size, total)};
+    const BwResult own{size, total, average_bandwidth(start, now_ns(), size, total), std::nullopt};
     // The client's figures arrive too; perftest's send server prints its own.
     (void)decode_bw_result(
         session.connection.expect(MessageType::result, options.timeout, "the client's result")
@@ -333,10 +335,217 @@ BwResult send_server_loop(Session& session, std::uint64_t size) {
   }
 }
 
+/// -c UD, the client: as client_loop and client_list_loop, on the slots' UD queue pairs. Each
+/// lane posts either one request at a time (signaled every moderation-th and the last: two
+/// requests built once, one of each kind) or its list of post_list requests with one doorbell;
+/// each signaled completion retires every request up to it. Requests are built once per size
+/// (perftest reposts its own unchanged too), each holding the route to the peer.
+BwResult datagram_client_loop(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  const std::uint64_t iterations = options.iterations;
+  const std::uint64_t depth = options.tx_depth;
+  const std::uint64_t moderation = options.cq_moderation(size);
+  const std::uint64_t list_size = options.post_list;
+  struct DatagramSender {
+    const ibv::UdQueuePair* qp = nullptr;
+    const ibv::CompletionQueue* cq = nullptr;
+    std::array<ibv::GatherElement, 1> gather{};
+    std::vector<ibv::UdSendRequest> signaled_one;    // post_list 1: the signaled request
+    std::vector<ibv::UdSendRequest> unsignaled_one;  // post_list 1: the unsignaled request
+    std::vector<ibv::UdSendRequest> list;            // post_list > 1
+    std::deque<std::uint64_t> signaled;              // request numbers of signaled ones
+    std::uint64_t posted = 0;
+    std::uint64_t retired = 0;
+    std::uint64_t until_signal = 0;
+  };
+  // The requests refer to the senders' gather elements: the senders stay where they are.
+  std::vector<DatagramSender> senders(session.qps.size());
+  for (std::size_t q = 0; q < senders.size(); ++q) {
+    auto& slot = session.qps[q];
+    auto& sender = senders[q];
+    sender.qp = &slot.datagrams->qp;
+    sender.cq = &slot.datagrams->send_cq;
+    sender.gather[0] = slot.mr->gather(slot.outbox(size));
+    sender.until_signal = moderation;
+    const auto made = [&](bool signal) {
+      ibv::UdSendRequest request = datagram_to_peer(slot, sender.gather);
+      if (!signal) request.unsignaled();
+      if (options.sends_inline(size)) request.inline_data();
+      return request;
+    };
+    if (list_size == 1) {
+      sender.signaled_one.push_back(made(true));
+      sender.unsignaled_one.push_back(made(false));
+    } else {
+      for (std::uint64_t j = 0; j < list_size; ++j) {
+        sender.list.push_back(made((j + 1) % moderation == 0));
+      }
+    }
+  }
+  const std::size_t total = iterations * senders.size();
+  std::vector<std::int64_t> posted(total);
+  std::vector<CompletionMark> marks;
+  marks.reserve(total / moderation + senders.size() + 1);
+  std::array<ibv::WorkCompletion, 16> polled{};
+
+  session.sync();
+  Heartbeat heartbeat(session.connection);
+  std::size_t total_posted = 0;
+  std::uint64_t total_retired = 0;
+  std::int64_t last_progress = now_ns();
+  std::uint32_t spins = 0;
+  try {
+    while (total_retired < total) {
+      for (auto& sender : senders) {
+        while (sender.posted < iterations && sender.posted + list_size <= sender.retired + depth) {
+          const std::int64_t now = now_ns();
+          if (list_size == 1) {
+            const bool every = --sender.until_signal == 0;
+            if (every) sender.until_signal = moderation;
+            const bool signal = every || sender.posted == iterations - 1;
+            posted[total_posted++] = now;
+            sender.qp->post_send(signal ? sender.signaled_one : sender.unsignaled_one);
+            if (signal) sender.signaled.push_back(sender.posted);
+          } else {
+            std::fill_n(posted.begin() + static_cast<std::ptrdiff_t>(total_posted), list_size, now);
+            total_posted += list_size;
+            sender.qp->post_send(sender.list);
+            for (std::uint64_t j = moderation - 1; j < list_size; j += moderation) {
+              sender.signaled.push_back(sender.posted + j);
+            }
+          }
+          sender.posted += list_size;
+        }
+      }
+      for (auto& sender : senders) {
+        if (sender.signaled.empty()) continue;
+        const auto done = sender.cq->poll(polled);
+        if (done.empty()) continue;
+        const std::int64_t now = now_ns();
+        for (const auto& completion : done) {
+          if (!completion.ok()) throw ibv::WorkError(completion, "UD bandwidth test");
+          const std::uint64_t last = sender.signaled.front();
+          sender.signaled.pop_front();
+          total_retired += last + 1 - sender.retired;
+          sender.retired = last + 1;
+          marks.push_back({total_retired - 1, now});
+        }
+        last_progress = now;
+      }
+      watch_progress(session, spins, last_progress, total_retired, total, size, heartbeat);
+    }
+  } catch (const std::exception& error) {
+    abort_run(error.what());
+  }
+  return send_result(session, size, total, posted, marks);
+}
+
+/// How long the server of a UD test waits for stragglers once the client's result is in: a
+/// datagram still on its way arrives within this, one that does not is lost.
+constexpr std::int64_t kDatagramGraceNs = 200'000'000;
+
+/// -c UD, the server: as send_server_loop, but a datagram may be lost (rxe drops one that finds
+/// no receive, silently). Receives for every message are posted up front (rx depth: the
+/// iterations, at most 16000; reposted as they complete beyond that), and the loop ends when all
+/// arrived, or when the client's result (how many it sent) is in and nothing more arrived for
+/// kDatagramGraceNs. Its figures are its own: what arrived, from the start to the last arrival,
+/// and how many were lost.
+BwResult datagram_server_loop(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  const std::uint64_t iterations = options.iterations;
+  const std::uint64_t depth = options.rx_depth();
+  struct DatagramReceiver {
+    QueuePairSlot* slot = nullptr;
+    std::uint64_t posted = 0;
+    std::uint64_t received = 0;
+  };
+  std::vector<DatagramReceiver> receivers;
+  receivers.reserve(session.qps.size());
+  const std::uint64_t total = iterations * session.qps.size();
+  std::uint64_t total_received = 0;
+  std::array<ibv::WorkCompletion, 16> polled{};
+  try {
+    for (auto& slot : session.qps) {
+      auto& r = receivers.emplace_back(DatagramReceiver{&slot});
+      for (; r.posted < depth; ++r.posted) post_datagram_receive(slot, size);
+    }
+    session.sync();
+    const std::int64_t start = now_ns();
+    std::int64_t last_arrival = start;
+    std::optional<BwResult> client;             // its result: how many it sent
+    std::int64_t client_done = 0;               // when its result came
+    StallWatch watch(session.timeout_ns(), 0);  // looked at once in 1024 idle turns (spins)
+    std::uint32_t spins = 0;
+    while (total_received < total) {
+      bool arrived = false;
+      for (auto& r : receivers) {
+        if (r.received == r.posted) continue;
+        for (const auto& completion : r.slot->datagrams->recv_cq.poll(polled)) {
+          if (!completion.ok()) throw ibv::WorkError(completion, "UD bandwidth test (receive)");
+          ++r.received;
+          ++total_received;
+          if (r.posted < iterations) {
+            post_datagram_receive(*r.slot, size);
+            ++r.posted;
+          }
+          arrived = true;
+        }
+      }
+      if (arrived) {
+        last_arrival = now_ns();
+        watch.progress();
+        continue;
+      }
+      if ((++spins & 0x3ffU) != 0) continue;
+      if (!client) {
+        if (auto message = session.connection.try_receive()) {
+          if (message->type != MessageType::result) {
+            throw ToolError(ExitCode::run_failed,
+                            "the client sent message '" +
+                                std::string(1, static_cast<char>(message->type)) +
+                                "' during the test (does it run the same ibvcpp version?)");
+          }
+          client = decode_bw_result(message->text());
+          client_done = now_ns();
+        }
+      } else if (now_ns() - std::max(client_done, last_arrival) > kDatagramGraceNs) {
+        break;  // the rest is lost
+      }
+      if (!client && watch.stalled()) {
+        throw ToolError(ExitCode::run_failed,
+                        "no datagram for " + std::to_string(options.timeout.count()) + " s after " +
+                            std::to_string(total_received) + " of " + std::to_string(total) +
+                            ", and no word from the client");
+      }
+    }
+    BwResult own{size, total_received, average_bandwidth(start, last_arrival, size, total_received),
+                 std::nullopt};
+    if (!client) {
+      client = decode_bw_result(
+          session.connection.expect(MessageType::result, options.timeout, "the client's result")
+              .text());
+    }
+    own.lost = client->iterations > total_received ? client->iterations - total_received : 0;
+    if (*own.lost > 0) {
+      std::fprintf(stderr, "ibvcpp: %llu of %llu datagrams of %llu bytes lost\n",
+                   static_cast<unsigned long long>(*own.lost),
+                   static_cast<unsigned long long>(client->iterations),
+                   static_cast<unsigned long long>(size));
+    }
+    return own;
+  } catch (const std::exception& error) {
+    abort_run(error.what());
+  }
+}
+
 }  // namespace
 
 BwResult run_bw(Session& session, std::uint64_t size) {
   const auto& options = session.options;
+  if (options.connection == Transport::ud) {
+    return options.is_client() ? datagram_client_loop(session, size)
+                               : datagram_server_loop(session, size);
+  }
   if (options.is_client() && options.post_list > 1) {
     switch (options.test.verb) {
       case Verb::send: return client_list_loop<Verb::send>(session, size);

@@ -4,7 +4,9 @@
 // run_iter_lat_send (a ping-pong of sends) and run_iter_lat (a sequence of blocking reads).
 // The client starts the ping-pong and timestamps each of its posts. Each write, send and read
 // is a blocking call (Channel::execute with the run's inline policy): the library's shortest
-// path from post to completion, bounded by the channel's operation timeout (--timeout).
+// path from post to completion, bounded by the channel's operation timeout (--timeout). With
+// -c UD the ping-pong of sends runs on the slot's UD queue pair (the verbs layer): each send
+// signaled and its completion polled, as perftest's latency test does with its TX depth of 1.
 #include <array>
 #include <atomic>
 #include <exception>
@@ -168,6 +170,71 @@ std::vector<std::int64_t> read_sequence(Session& session, std::uint64_t size) {
   return posted;
 }
 
+/// Polls `cq` until one completion arrives; a failed one throws ibv::WorkError, none within the
+/// timeout a ToolError (a lost datagram ends a ping-pong so: UD does not resend).
+void await_one(const ibv::CompletionQueue& cq, const Session& session, std::string_view what) {
+  StallWatch watch(session.timeout_ns(), kCheckMask);
+  std::array<ibv::WorkCompletion, 1> polled{};
+  while (true) {
+    const auto done = cq.poll(polled);
+    if (!done.empty()) {
+      if (!done.front().ok()) throw ibv::WorkError(done.front(), what);
+      return;
+    }
+    if (watch.stalled()) {
+      throw ToolError(ExitCode::run_failed, "no completion of " + std::string(what) + " for " +
+                                                std::to_string(session.options.timeout.count()) +
+                                                " s (a datagram lost, or the peer gone?)");
+    }
+  }
+}
+
+/// -c UD: the ping-pong of sends on the slot's UD queue pair; every message's receive is posted
+/// before the start (rx depth: the iterations, at most 16000; reposted beyond that).
+std::vector<std::int64_t> datagram_pingpong(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  const bool client = options.is_client();
+  auto& slot = session.qps.front();
+  const DatagramLane& lane = *slot.datagrams;
+  const std::array gather{slot.mr->gather(slot.outbox(size))};
+  ibv::UdSendRequest send = datagram_to_peer(slot, gather);
+  if (options.sends_inline(size)) send.inline_data();
+  const std::uint64_t iterations = options.iterations;
+  std::vector<std::int64_t> posted(client ? iterations : 0);
+  std::uint64_t posted_receives = 0;
+  try {
+    for (; posted_receives < options.rx_depth(); ++posted_receives) {
+      post_datagram_receive(slot, size);
+    }
+    session.sync();
+    Heartbeat heartbeat(session.connection);
+    std::uint64_t sent = 0;
+    std::uint64_t received = 0;
+    while (sent < iterations || received < iterations) {
+      if (received < iterations && !(sent == 0 && client)) {
+        await_one(lane.recv_cq, session, "a receive");
+        ++received;
+        if (posted_receives < iterations) {
+          post_datagram_receive(slot, size);
+          ++posted_receives;
+        }
+      }
+      if (sent < iterations) {
+        if (client) {
+          posted[sent] = now_ns();
+          heartbeat.beat(posted[sent]);
+        }
+        ++sent;
+        lane.qp.post_send(send);
+        await_one(lane.send_cq, session, "a send");
+      }
+    }
+  } catch (const std::exception& error) {
+    abort_run(error.what());
+  }
+  return posted;
+}
+
 }  // namespace
 
 LatResult run_lat(Session& session, std::uint64_t size) {
@@ -182,7 +249,10 @@ LatResult run_lat(Session& session, std::uint64_t size) {
   std::vector<std::int64_t> posted;
   switch (options.test.verb) {
     case Verb::write: posted = write_pingpong(session, size); break;
-    case Verb::send: posted = send_pingpong(session, size); break;
+    case Verb::send:
+      posted = options.connection == Transport::ud ? datagram_pingpong(session, size)
+                                                   : send_pingpong(session, size);
+      break;
     case Verb::read:
       if (options.is_client()) {
         posted = read_sequence(session, size);

@@ -38,6 +38,7 @@ enum class Opt : std::uint8_t {
   report_gbits,
   timeout,
   rdma_cm,
+  connection,
 };
 
 struct OptionSpec {
@@ -47,7 +48,7 @@ struct OptionSpec {
   bool takes_value;
 };
 
-constexpr std::array<OptionSpec, 25> kOptions{{
+constexpr std::array<OptionSpec, 26> kOptions{{
     {Opt::help, 'h', "help", false},
     {Opt::verbose, 'v', "verbose", false},
     {Opt::json, '\0', "json", false},
@@ -73,6 +74,7 @@ constexpr std::array<OptionSpec, 25> kOptions{{
     {Opt::report_gbits, '\0', "report-gbits", false},
     {Opt::timeout, '\0', "timeout", true},
     {Opt::rdma_cm, 'R', "rdma_cm", false},
+    {Opt::connection, 'c', "connection", true},
 }};
 
 /// One option as it appeared, with its value (if it takes one).
@@ -312,6 +314,15 @@ void apply_perf_option(PerfOptions& options, const ParsedOption& option,
       options.timeout = std::chrono::seconds(parse_number(option, 1, 86400));
       break;
     case Opt::rdma_cm: options.rdma_cm = true; break;
+    case Opt::connection:
+      if (option.value == "RC") {
+        options.connection = Transport::rc;
+      } else if (option.value == "UD") {
+        options.connection = Transport::ud;
+      } else {
+        reject_value(option, "expected RC or UD");
+      }
+      break;
     case Opt::help:
     case Opt::verbose:
       throw UsageError("option " + option.spelling + " does not apply to 'ibvcpp perf'");
@@ -354,6 +365,27 @@ void check_post_list(const PerfOptions& options) {
                        (moderation != *options.cq_mod ? ", capped at the TX depth" : "") +
                        "): each list must end with a signaled request");
     }
+  }
+}
+
+/// -c UD by perftest's rules: sends only (a UD queue pair has no remote memory to write or
+/// read), no rdma_cm (ibvcpp exchanges UD addresses over its TCP connection), the classic post
+/// interface (UdQueuePair posts with ibv_post_send).
+void check_datagram_options(const PerfOptions& options) {
+  if (options.connection != Transport::ud) return;
+  if (options.test.verb != Verb::send) {
+    throw UsageError("-c UD carries sends only (UD has no RDMA " +
+                     std::string(options.test.verb == Verb::write ? "write" : "read") +
+                     "): run 'ibvcpp perf send " +
+                     (options.test.measure == Measure::bw ? "bw" : "lat") + " -c UD'");
+  }
+  if (options.rdma_cm) {
+    throw UsageError("-c UD can not be used with -R: the UD addresses travel over TCP");
+  }
+  if (options.post_interface == ibv::PostInterface::extended) {
+    throw UsageError(
+        "--post-interface extended does not apply to -c UD: UD queue pairs post "
+        "with ibv_post_send");
   }
 }
 
@@ -407,6 +439,7 @@ PerfOptions parse_perf(const SplitArguments& split) {
                      ": latency tests run on one queue pair (-q is for bw tests)");
   }
   check_post_list(options);
+  check_datagram_options(options);
   if (std::uint64_t{options.iterations} * options.qps > kMaxIterations) {
     throw UsageError("-n " + std::to_string(options.iterations) + " with -q " +
                      std::to_string(options.qps) + " is more than " +
@@ -458,7 +491,25 @@ std::uint32_t PerfOptions::cq_moderation(std::uint64_t size) const noexcept {
 }
 
 std::uint32_t PerfOptions::rx_depth() const noexcept {
-  return std::min(kDefaultRxDepth, iterations);
+  return std::min(connection == Transport::ud ? kMaxUdRxDepth : kDefaultRxDepth, iterations);
+}
+
+std::string_view transport_name(Transport transport) noexcept {
+  return transport == Transport::ud ? "UD" : "RC";
+}
+
+void fit_datagram_sizes(PerfOptions& options, std::uint32_t mtu) {
+  if (options.connection != Transport::ud) return;
+  if (options.all_sizes) {
+    std::erase_if(options.sizes, [mtu](std::uint64_t size) { return size > mtu; });
+    return;
+  }
+  for (const auto size : options.sizes) {
+    if (size > mtu) {
+      throw UsageError("size " + std::to_string(size) + " is above the path MTU " +
+                       std::to_string(mtu) + ": a UD message is one packet (-c UD)");
+    }
+  }
 }
 
 Command parse_command_line(std::span<const std::string_view> args) {
@@ -545,6 +596,10 @@ std::string perf_usage() {
          "  -R, --rdma_cm              connect the queue pairs with rdma_cm (at <server>, an IP\n"
          "                             address, on the rdma_cm port -p) instead of exchanging\n"
          "                             endpoints over TCP; -x and -m do not apply\n"
+         "  -c, --connection=<RC|UD>   the transport (default RC); UD: send tests only, every\n"
+         "                             size at most the path MTU (-a: the sizes up to it),\n"
+         "                             receives for every message posted up front (at most\n"
+         "                             16000), no -R\n"
          "  -h, --help                 this text\n"
          "\n"
          "Exit status: 0 ok, 1 the test failed at run time, 2 usage error or settings that\n"

@@ -21,6 +21,9 @@ namespace ibvcpp {
 enum class Verb : std::uint8_t { send, write, read };
 /// Bandwidth or latency.
 enum class Measure : std::uint8_t { bw, lat };
+/// The transport of the queue pairs (-c): reliable connected, or unreliable datagram (sends
+/// only, each message one packet: at most the path MTU).
+enum class Transport : std::uint8_t { rc, ud };
 
 /// One of the six tests, e.g. write bw.
 struct TestKind {
@@ -53,6 +56,9 @@ inline constexpr std::uint32_t kMaxCqModeration = 1024;
 inline constexpr std::uint64_t kCqModerationSizeLimit = 8192;
 /// perftest's receive queue depth for send tests.
 inline constexpr std::uint32_t kDefaultRxDepth = 512;
+/// perftest's receive queue depth for UD send tests: every message's receive posted before the
+/// test starts, up to this many (UC_MAX_RX), so that no datagram finds the queue empty.
+inline constexpr std::uint32_t kMaxUdRxDepth = 16000;
 
 /// `ibvcpp perf ...`, with every default resolved.
 struct PerfOptions {
@@ -85,6 +91,8 @@ struct PerfOptions {
   /// -R: the queue pairs are connected with rdma_cm (Channel::connect / ChannelListener on the
   /// same port number, in rdma_cm's port space) instead of the endpoint exchange.
   bool rdma_cm = false;
+  /// -c: RC (the default) or UD (send tests, sizes up to the path MTU, no -R).
+  Transport connection = Transport::rc;
 
   [[nodiscard]] bool is_client() const noexcept { return server.has_value(); }
   [[nodiscard]] std::uint64_t max_size() const noexcept;
@@ -92,7 +100,8 @@ struct PerfOptions {
   /// else the post list if -l is above 1; else 100, but 1 above 8 KiB (unless -a). Never more
   /// than the TX depth. 1 for latency tests.
   [[nodiscard]] std::uint32_t cq_moderation(std::uint64_t size) const noexcept;
-  /// Receives kept posted in send tests: 512, at most the iterations.
+  /// Receives kept posted in send tests: 512, at most the iterations; over UD the iterations,
+  /// at most 16000 (as perftest).
   [[nodiscard]] std::uint32_t rx_depth() const noexcept;
   /// Whether a request of `size` bytes goes inline (sends and writes up to -I).
   [[nodiscard]] bool sends_inline(std::uint64_t size) const noexcept {
@@ -126,5 +135,13 @@ using Command = std::variant<HelpRequest, DevicesOptions, PerfOptions>;
 [[nodiscard]] std::string general_usage();
 [[nodiscard]] std::string devices_usage();
 [[nodiscard]] std::string perf_usage();
+
+/// "RC" or "UD", as perftest's -c spells them.
+[[nodiscard]] std::string_view transport_name(Transport transport) noexcept;
+/// -c UD: the sizes a message of the path MTU `mtu` bounds. -a keeps the sizes up to the MTU
+/// (perftest runs -a up to it too); a size given with -s or --sizes above it is a UsageError
+/// naming both (a datagram is one packet). Both sides know the negotiated MTU, so both decide
+/// alike.
+void fit_datagram_sizes(PerfOptions& options, std::uint32_t mtu);
 
 }  // namespace ibvcpp

@@ -125,6 +125,7 @@ std::string hex(std::uint64_t value) {
 }
 
 std::string describe(const QpAddress& address) {
+  if (address.datagram) return address.datagram->to_string();
   return address.endpoint.to_string() + " RKey " + hex(address.inbox.rkey()) + " VAddr " +
          hex(address.outbox.address());
 }
@@ -139,7 +140,11 @@ RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uin
   info.link_layer = device.port.link_layer == ibv::LinkLayer::ethernet ? "Ethernet" : "IB";
   // With -R rdma_cm chose the path MTU.
   info.mtu = options.rdma_cm ? qps.front().channel->queue_pair().settings().mtu->bytes() : mtu;
-  if (device.gid_index) info.gid_index = qps.front().channel->queue_pair().gid_index();
+  if (device.gid_index) {
+    info.gid_index = qps.front().datagrams ? qps.front().datagrams->qp.gid_index()
+                                           : qps.front().channel->queue_pair().gid_index();
+  }
+  info.connection = options.connection;
   info.qps = options.qps;
   info.iterations = options.iterations;
   info.tx_depth = options.tx_depth;
@@ -156,6 +161,33 @@ RunInfo run_info(const PerfOptions& options, const DeviceSetup& device, std::uin
   info.report_gbits = options.report_gbits;
   info.rdma_cm = options.rdma_cm;
   return info;
+}
+
+/// -c UD: a slot's UD queue pair with its completion queues: room for the TX depth of sends
+/// and for every receive kept posted, the port and GID index as for RC.
+engine::DatagramLane datagram_lane(const PerfOptions& options, const DeviceSetup& device,
+                                   const ibv::ProtectionDomain& pd) {
+  const auto send_depth = std::max<std::uint32_t>(options.tx_depth, 1);
+  const auto recv_depth = std::max<std::uint32_t>(options.rx_depth(), 1);
+  ibv::CompletionQueue send_cq(device.context, static_cast<int>(send_depth));
+  ibv::CompletionQueue recv_cq(device.context, static_cast<int>(recv_depth));
+  ibv::UdQueuePairBuilder builder(pd, send_cq, recv_cq);
+  builder.port(ibv::PortNumber{options.ib_port})
+      .max_send_wr(ibv::QueueDepth(send_depth))
+      .max_recv_wr(ibv::QueueDepth(recv_depth))
+      .max_inline_data(ibv::InlineSize(options.inline_size));
+  if (device.gid_index) builder.gid_index(*device.gid_index);
+  ibv::UdQueuePair qp = builder.build();
+  return {std::move(send_cq), std::move(recv_cq), std::move(qp), std::nullopt};
+}
+
+/// -c UD: the route from a slot's queue pair to the peer's, once its address is known.
+ibv::AddressHandle datagram_route(const PerfOptions& options, const DeviceSetup& device,
+                                  const ibv::ProtectionDomain& pd, const ibv::UdAddress& peer) {
+  ibv::AddressHandleSettings route;
+  route.port = ibv::PortNumber{options.ib_port};
+  route.gid_index = device.gid_index;
+  return ibv::AddressHandle::to(pd, peer, route);
 }
 
 /// -R: the settings of a queue pair connected with rdma_cm (which chooses the GID and the path
@@ -237,6 +269,16 @@ void Session::sync() const {
   (void)connection.expect(MessageType::ready, options.timeout, "the peer to get ready");
 }
 
+void post_datagram_receive(QueuePairSlot& slot, std::uint64_t size) {
+  const std::array into{slot.mr->scatter(slot.inbox(ibv::GlobalRouteHeader::kSize + size))};
+  ibv::ReceiveRequest request(0, into);
+  slot.datagrams->qp.post_receive(request);
+}
+
+ibv::UdSendRequest datagram_to_peer(QueuePairSlot& slot, std::span<const ibv::GatherElement> data) {
+  return ibv::UdSendRequest::to(0, data, *slot.datagrams->route, *slot.peer.datagram);
+}
+
 void abort_run(const std::string& message) {
   std::fflush(stdout);
   std::fprintf(stderr, "ibvcpp: %s\n", message.c_str());
@@ -277,6 +319,8 @@ int run_perf(const PerfOptions& given_options) {
       connection->expect(MessageType::settings, options.timeout, "the peer's settings").text());
   if (auto mismatch = settings_mismatch(mine, peer, client)) throw UsageError(*mismatch);
   const std::uint32_t mtu = std::min(mine.mtu, peer.mtu);
+  fit_datagram_sizes(options, mtu);  // -c UD: a datagram is one packet
+  const bool datagrams = options.connection == Transport::ud;
 
   // One buffer, registration and channel per queue pair.
   std::vector<engine::QueuePairSlot> qps;
@@ -288,15 +332,22 @@ int run_perf(const PerfOptions& given_options) {
             .timeouts({.operation = options.timeout, .drop = std::chrono::seconds(1)});
     qps.reserve(options.qps);
     for (std::uint32_t i = 0; i < options.qps; ++i) {
-      auto& slot = qps.emplace_back(options.max_size());
+      // A UD receive starts with the 40-byte GRH area: the inbox holds it too.
+      auto& slot =
+          qps.emplace_back(options.max_size() + (datagrams ? ibv::GlobalRouteHeader::kSize : 0));
       slot.mr.emplace(pd.register_remote_accessible(
           slot.buffer.bytes(), ibv::RemoteAccess::write() | ibv::RemoteAccess::read()));
-      const ibv::Endpoint endpoint =
-          options.rdma_cm ? connect_with_rdma_cm(slot, options, device, pd, cm_listener)
-                          : slot.prepared.emplace(builder.build()).endpoint();
       const ibv::RemoteMemoryRegion whole = slot.mr->remote();
-      addresses.push_back(
-          {endpoint, whole.sub_region(slot.half, slot.half), whole.sub_region(0, slot.half)});
+      QpAddress address{
+          {}, std::nullopt, whole.sub_region(slot.half, slot.half), whole.sub_region(0, slot.half)};
+      if (datagrams) {
+        address.datagram = slot.datagrams.emplace(datagram_lane(options, device, pd)).qp.address();
+      } else {
+        address.endpoint = options.rdma_cm
+                               ? connect_with_rdma_cm(slot, options, device, pd, cm_listener)
+                               : slot.prepared.emplace(builder.build()).endpoint();
+      }
+      addresses.push_back(address);
     }
   });
 
@@ -304,10 +355,15 @@ int run_perf(const PerfOptions& given_options) {
   connection->send(MessageType::addresses, encode_addresses(addresses));
   const auto peer_addresses = decode_addresses(
       connection->expect(MessageType::addresses, options.timeout, "the peer's addresses").payload,
-      qps.size());
+      qps.size(), options.connection);
   in_phase(ExitCode::device, [&] {
     for (std::size_t i = 0; i < qps.size(); ++i) {
       qps[i].peer = peer_addresses[i];
+      if (datagrams) {  // no handshake: a route to the peer's queue pair
+        qps[i].datagrams->route.emplace(
+            datagram_route(options, device, pd, *peer_addresses[i].datagram));
+        continue;
+      }
       if (options.rdma_cm) continue;  // connected by rdma_cm already
       qps[i].channel.emplace(std::move(*qps[i].prepared).handshake(peer_addresses[i].endpoint));
       qps[i].prepared.reset();

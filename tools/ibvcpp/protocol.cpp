@@ -29,8 +29,15 @@ std::string both(bool i_am_client, const std::string& mine, const std::string& p
 }  // namespace
 
 PeerSettings settings_of(const PerfOptions& options, std::uint32_t mtu) {
-  return {options.test.name(), options.sizes, options.iterations, options.tx_depth,
-          options.qps,         mtu,           options.post_list,  options.cq_mod.value_or(0)};
+  return {options.test.name(),
+          options.sizes,
+          options.iterations,
+          options.tx_depth,
+          options.qps,
+          mtu,
+          options.post_list,
+          options.cq_mod.value_or(0),
+          std::string(transport_name(options.connection))};
 }
 
 std::string encode_settings(const PeerSettings& settings) {
@@ -45,6 +52,7 @@ std::string encode_settings(const PeerSettings& settings) {
       {"mtu", settings.mtu},
       {"post_list", settings.post_list},
       {"cq_mod", settings.cq_mod},
+      {"connection", settings.connection},
   };
   return doc.dump();
 }
@@ -68,6 +76,7 @@ PeerSettings decode_settings(std::string_view text) {
     settings.mtu = doc.at("mtu").get<std::uint32_t>();
     settings.post_list = doc.value("post_list", std::uint32_t{1});
     settings.cq_mod = doc.value("cq_mod", std::uint32_t{0});
+    settings.connection = doc.value("connection", std::string("RC"));
     return settings;
   } catch (const ToolError&) {
     throw;
@@ -83,6 +92,10 @@ std::optional<std::string> settings_mismatch(const PeerSettings& mine, const Pee
   const std::string prefix = "settings differ: ";
   if (mine.test != peer.test) {
     return prefix + "the test (" + both(i_am_client, mine.test, peer.test) + ")";
+  }
+  if (mine.connection != peer.connection) {
+    return prefix + "the transport (-c; " + both(i_am_client, mine.connection, peer.connection) +
+           ")";
   }
   if (mine.sizes != peer.sizes) {
     return prefix + "the message sizes (-s/-a/--sizes; " +
@@ -119,7 +132,8 @@ std::vector<std::byte> encode_addresses(std::span<const QpAddress> addresses) {
   std::vector<std::byte> bytes;
   bytes.reserve(addresses.size() * kQpAddressSize);
   for (const auto& address : addresses) {
-    const auto endpoint = address.endpoint.to_bytes();
+    const auto endpoint =
+        address.datagram ? address.datagram->to_bytes() : address.endpoint.to_bytes();
     const auto inbox = address.inbox.to_bytes();
     const auto outbox = address.outbox.to_bytes();
     bytes.insert(bytes.end(), endpoint.begin(), endpoint.end());
@@ -129,7 +143,8 @@ std::vector<std::byte> encode_addresses(std::span<const QpAddress> addresses) {
   return bytes;
 }
 
-std::vector<QpAddress> decode_addresses(std::span<const std::byte> bytes, std::size_t count) {
+std::vector<QpAddress> decode_addresses(std::span<const std::byte> bytes, std::size_t count,
+                                        Transport transport) {
   if (bytes.size() != count * kQpAddressSize) {
     throw ToolError(ExitCode::connection, "the peer sent " + std::to_string(bytes.size()) +
                                               " bytes of addresses for " + std::to_string(count) +
@@ -141,7 +156,11 @@ std::vector<QpAddress> decode_addresses(std::span<const std::byte> bytes, std::s
     for (std::size_t i = 0; i < count; ++i) {
       auto rest = bytes.subspan(i * kQpAddressSize, kQpAddressSize);
       QpAddress address;
-      address.endpoint = ibv::Endpoint::from_bytes(rest.first(ibv::Endpoint::kWireSize));
+      if (transport == Transport::ud) {
+        address.datagram = ibv::UdAddress::from_bytes(rest.first(ibv::UdAddress::kWireSize));
+      } else {
+        address.endpoint = ibv::Endpoint::from_bytes(rest.first(ibv::Endpoint::kWireSize));
+      }
       rest = rest.subspan(ibv::Endpoint::kWireSize);
       address.inbox =
           ibv::RemoteMemoryRegion::from_bytes(rest.first(ibv::RemoteMemoryRegion::kWireSize));

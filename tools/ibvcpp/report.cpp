@@ -32,6 +32,7 @@ nlohmann::ordered_json json_head(const RunInfo& info) {
   doc["link_layer"] = info.link_layer;
   doc["gid_index"] =
       info.gid_index ? nlohmann::ordered_json(*info.gid_index) : nlohmann::ordered_json(nullptr);
+  doc["connection"] = std::string(transport_name(info.connection));
   doc["mtu"] = info.mtu;
   doc["qps"] = info.qps;
   doc["tx_depth"] = info.tx_depth;
@@ -61,9 +62,11 @@ std::string format_header(const RunInfo& info) {
   text += "                    " + info.test.title() + "\n";
   text += format_text(" Dual-port       : OFF\t\tDevice         : %s\n", info.device.c_str());
   text += format_text(" Number of qps   : %u\t\tTransport type : IB\n", info.qps);
-  text += " Connection type : RC\t\tUsing SRQ      : OFF\n";
-  text += format_text(" Tool            : ibvcpp %s (ibverbs-cpp Channel)\n",
-                      std::string(ibv::version()).c_str());
+  text += format_text(" Connection type : %s\t\tUsing SRQ      : OFF\n",
+                      std::string(transport_name(info.connection)).c_str());
+  text += format_text(" Tool            : ibvcpp %s (ibverbs-cpp %s)\n",
+                      std::string(ibv::version()).c_str(),
+                      info.connection == Transport::ud ? "UdQueuePair" : "Channel");
   if (info.client) text += format_text(" TX depth        : %u\n", info.tx_depth);
   if (info.test.verb == Verb::send && !info.client) {
     text += format_text(" RX depth        : %u\n", info.rx_depth);
@@ -144,6 +147,7 @@ std::string format_json(const RunInfo& info, std::span<const BwResult> results) 
         {"bw_avg_Gbps", to_gbit_per_s(r.stats.avg_bytes_per_s)},
         {"msg_rate_Mpps", to_mpps(r.stats.msg_rate_per_s)},
     });
+    if (r.lost) doc["results"].back()["datagrams_lost"] = *r.lost;
   }
   return doc.dump() + "\n";
 }

@@ -34,7 +34,8 @@ struct RunInfo {
   std::uint32_t outstanding_reads = 0;                              ///< Read tests.
   ibv::PostInterface post_interface = ibv::PostInterface::classic;  ///< This side's.
   bool report_gbits = false;
-  bool rdma_cm = false;  ///< -R: the queue pairs were connected by rdma_cm.
+  bool rdma_cm = false;                  ///< -R: the queue pairs were connected by rdma_cm.
+  Transport connection = Transport::rc;  ///< -c.
 };
 
 /// One row of a bandwidth test.
@@ -42,6 +43,9 @@ struct BwResult {
   std::uint64_t bytes = 0;
   std::uint64_t iterations = 0;  ///< All QPs together, as perftest counts them.
   BandwidthStats stats;
+  /// The server of a UD send test: datagrams the client sent that never arrived (iterations
+  /// then counts those that did). Unset elsewhere.
+  std::optional<std::uint64_t> lost;
 };
 
 /// One row of a latency test.

@@ -192,23 +192,35 @@ void Connection::read_exactly(std::span<std::byte> out, Clock::time_point deadli
   }
 }
 
+Message Connection::read_frame(std::chrono::milliseconds timeout, std::string_view what) {
+  const auto deadline = Clock::now() + timeout;
+  std::array<std::byte, 4> header{};
+  read_exactly(header, deadline, timeout, what);
+  std::uint32_t length = 0;
+  for (const auto b : header) length = (length << 8U) | std::to_integer<std::uint32_t>(b);
+  if (length == 0 || length > kMaxFrame) {
+    fail(peer_name_ + " sent a frame of " + std::to_string(length) +
+         " bytes: not ibvcpp's protocol (is another program on that port?)");
+  }
+  std::vector<std::byte> body(length);
+  read_exactly(body, deadline, timeout, what);
+  const auto type = static_cast<MessageType>(body.front());
+  return {type, std::vector<std::byte>(body.begin() + 1, body.end())};
+}
+
 Message Connection::next(std::chrono::milliseconds timeout, std::string_view what) {
   while (true) {
-    const auto deadline = Clock::now() + timeout;
-    std::array<std::byte, 4> header{};
-    read_exactly(header, deadline, timeout, what);
-    std::uint32_t length = 0;
-    for (const auto b : header) length = (length << 8U) | std::to_integer<std::uint32_t>(b);
-    if (length == 0 || length > kMaxFrame) {
-      fail(peer_name_ + " sent a frame of " + std::to_string(length) +
-           " bytes: not ibvcpp's protocol (is another program on that port?)");
-    }
-    std::vector<std::byte> body(length);
-    read_exactly(body, deadline, timeout, what);
-    const auto type = static_cast<MessageType>(body.front());
-    if (type == MessageType::heartbeat) continue;  // the peer is alive: wait again
-    return {type, std::vector<std::byte>(body.begin() + 1, body.end())};
+    Message message = read_frame(timeout, what);
+    if (message.type == MessageType::heartbeat) continue;  // the peer is alive: wait again
+    return message;
   }
+}
+
+std::optional<Message> Connection::try_receive() {
+  if (!wait_ready(fd_.get(), POLLIN, Clock::now())) return std::nullopt;
+  Message message = read_frame(io_timeout_, "the rest of a message");
+  if (message.type == MessageType::heartbeat) return std::nullopt;
+  return message;
 }
 
 Message Connection::receive(std::chrono::milliseconds timeout) {

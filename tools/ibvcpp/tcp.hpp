@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +62,9 @@ class Connection {
   /// Throws ToolError when `timeout` passes without a frame, or the peer closed the
   /// connection or sent garbage.
   [[nodiscard]] Message receive(std::chrono::milliseconds timeout);
+  /// Without waiting: the next frame if one has begun to arrive (a heartbeat is read and
+  /// gives nullopt), else nullopt. For loops that must keep polling a device meanwhile.
+  [[nodiscard]] std::optional<Message> try_receive();
   /// receive(), and checks the type: `what` names the expected message in errors.
   [[nodiscard]] Message expect(MessageType type, std::chrono::milliseconds timeout,
                                std::string_view what);
@@ -74,6 +78,8 @@ class Connection {
   [[noreturn]] void fail(const std::string& message) const;
   /// The next frame that is not a heartbeat.
   [[nodiscard]] Message next(std::chrono::milliseconds timeout, std::string_view what);
+  /// The next frame, whatever it is.
+  [[nodiscard]] Message read_frame(std::chrono::milliseconds timeout, std::string_view what);
   void read_exactly(std::span<std::byte> out, std::chrono::steady_clock::time_point deadline,
                     std::chrono::milliseconds timeout, std::string_view what);
 
