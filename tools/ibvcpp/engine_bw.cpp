@@ -335,58 +335,112 @@ BwResult send_server_loop(Session& session, std::uint64_t size) {
   }
 }
 
-/// -c UD, the client: as client_loop and client_list_loop, on the slots' UD queue pairs. Each
-/// lane posts either one request at a time (signaled every moderation-th and the last: two
-/// requests built once, one of each kind) or its list of post_list requests with one doorbell;
-/// each signaled completion retires every request up to it. Requests are built once per size
-/// (perftest reposts its own unchanged too), each holding the route to the peer.
-BwResult datagram_client_loop(Session& session, std::uint64_t size) {
-  const auto& options = session.options;
-  const std::uint64_t iterations = options.iterations;
-  const std::uint64_t depth = options.tx_depth;
-  const std::uint64_t moderation = options.cq_moderation(size);
-  const std::uint64_t list_size = options.post_list;
-  struct DatagramSender {
-    const ibv::UdQueuePair* qp = nullptr;
-    const ibv::CompletionQueue* cq = nullptr;
-    std::array<ibv::GatherElement, 1> gather{};
-    std::vector<ibv::UdSendRequest> signaled_one;    // post_list 1: the signaled request
-    std::vector<ibv::UdSendRequest> unsignaled_one;  // post_list 1: the unsignaled request
-    std::vector<ibv::UdSendRequest> list;            // post_list > 1
-    std::deque<std::uint64_t> signaled;              // request numbers of signaled ones
-    std::uint64_t posted = 0;
-    std::uint64_t retired = 0;
-    std::uint64_t until_signal = 0;
-  };
-  // The requests refer to the senders' gather elements: the senders stay where they are.
-  std::vector<DatagramSender> senders(session.qps.size());
-  for (std::size_t q = 0; q < senders.size(); ++q) {
-    auto& slot = session.qps[q];
-    auto& sender = senders[q];
-    sender.qp = &slot.datagrams->qp;
-    sender.cq = &slot.datagrams->send_cq;
-    sender.gather[0] = slot.mr->gather(slot.outbox(size));
-    sender.until_signal = moderation;
+/// -c UD: one slot's sending side in the client loop. It posts either one request at a time
+/// (signaled every moderation-th and the last: two requests built once, one of each kind) or
+/// its list of post_list requests with one doorbell; each signaled completion retires every
+/// request up to it. Requests are built once per size (perftest reposts its own unchanged
+/// too), each holding the route to the peer. They refer to `gather`: a sender stays where it is.
+class DatagramSender {
+ public:
+  DatagramSender(QueuePairSlot& slot, const PerfOptions& options, std::uint64_t size)
+      : qp_(&slot.datagrams->qp),
+        cq_(&slot.datagrams->send_cq),
+        gather_{slot.mr->gather(slot.outbox(size))},
+        iterations_(options.iterations),
+        depth_(options.tx_depth),
+        moderation_(options.cq_moderation(size)),
+        list_size_(options.post_list),
+        until_signal_(moderation_) {
     const auto made = [&](bool signal) {
-      ibv::UdSendRequest request = datagram_to_peer(slot, sender.gather);
+      ibv::UdSendRequest request = datagram_to_peer(slot, gather_);
       if (!signal) request.unsignaled();
       if (options.sends_inline(size)) request.inline_data();
       return request;
     };
-    if (list_size == 1) {
-      sender.signaled_one.push_back(made(true));
-      sender.unsignaled_one.push_back(made(false));
+    if (list_size_ == 1) {
+      signaled_one_.push_back(made(true));
+      unsignaled_one_.push_back(made(false));
     } else {
-      for (std::uint64_t j = 0; j < list_size; ++j) {
-        sender.list.push_back(made((j + 1) % moderation == 0));
+      for (std::uint64_t j = 0; j < list_size_; ++j) {
+        list_.push_back(made((j + 1) % moderation_ == 0));
       }
     }
   }
-  const std::size_t total = iterations * senders.size();
+  DatagramSender(const DatagramSender&) = delete;
+  DatagramSender& operator=(const DatagramSender&) = delete;
+  DatagramSender(DatagramSender&&) = delete;
+  DatagramSender& operator=(DatagramSender&&) = delete;
+  ~DatagramSender() = default;
+
+  /// Posts while the TX depth has room, each request's post time into `posted` from `next`.
+  void post(std::vector<std::int64_t>& posted, std::size_t& next) {
+    while (posted_ < iterations_ && posted_ + list_size_ <= retired_ + depth_) {
+      const std::int64_t now = now_ns();
+      if (list_size_ == 1) {
+        const bool every = --until_signal_ == 0;
+        if (every) until_signal_ = moderation_;
+        const bool signal = every || posted_ == iterations_ - 1;
+        posted[next++] = now;
+        qp_->post_send(signal ? signaled_one_ : unsignaled_one_);
+        if (signal) signaled_.push_back(posted_);
+      } else {
+        std::fill_n(posted.begin() + static_cast<std::ptrdiff_t>(next), list_size_, now);
+        next += list_size_;
+        qp_->post_send(list_);
+        for (std::uint64_t j = moderation_ - 1; j < list_size_; j += moderation_) {
+          signaled_.push_back(posted_ + j);
+        }
+      }
+      posted_ += list_size_;
+    }
+  }
+
+  /// Polls the send completions; each retires the requests up to its signaled one and adds a
+  /// mark. Returns the time they were seen, or 0 when none were.
+  std::int64_t retire(std::uint64_t& total_retired, std::vector<CompletionMark>& marks) {
+    if (signaled_.empty()) return 0;
+    const auto done = cq_->poll(polled_);
+    if (done.empty()) return 0;
+    const std::int64_t now = now_ns();
+    for (const auto& completion : done) {
+      if (!completion.ok()) throw ibv::WorkError(completion, "UD bandwidth test");
+      const std::uint64_t last = signaled_.front();
+      signaled_.pop_front();
+      total_retired += last + 1 - retired_;
+      retired_ = last + 1;
+      marks.push_back({total_retired - 1, now});
+    }
+    return now;
+  }
+
+ private:
+  const ibv::UdQueuePair* qp_;
+  const ibv::CompletionQueue* cq_;
+  std::array<ibv::GatherElement, 1> gather_;
+  std::uint64_t iterations_;
+  std::uint64_t depth_;
+  std::uint64_t moderation_;
+  std::uint64_t list_size_;
+  std::uint64_t until_signal_;
+  std::vector<ibv::UdSendRequest> signaled_one_;    // post_list 1: the signaled request
+  std::vector<ibv::UdSendRequest> unsignaled_one_;  // post_list 1: the unsignaled request
+  std::vector<ibv::UdSendRequest> list_;            // post_list > 1
+  std::deque<std::uint64_t> signaled_;              // request numbers of signaled ones
+  std::array<ibv::WorkCompletion, 16> polled_{};
+  std::uint64_t posted_ = 0;
+  std::uint64_t retired_ = 0;
+};
+
+/// -c UD, the client: as client_loop and client_list_loop, on the slots' UD queue pairs (one
+/// DatagramSender each).
+BwResult datagram_client_loop(Session& session, std::uint64_t size) {
+  const auto& options = session.options;
+  std::deque<DatagramSender> senders;  // never moved: their requests refer to them
+  for (auto& slot : session.qps) senders.emplace_back(slot, options, size);
+  const std::size_t total = std::size_t{options.iterations} * senders.size();
   std::vector<std::int64_t> posted(total);
   std::vector<CompletionMark> marks;
-  marks.reserve(total / moderation + senders.size() + 1);
-  std::array<ibv::WorkCompletion, 16> polled{};
+  marks.reserve(total / options.cq_moderation(size) + senders.size() + 1);
 
   session.sync();
   Heartbeat heartbeat(session.connection);
@@ -396,41 +450,11 @@ BwResult datagram_client_loop(Session& session, std::uint64_t size) {
   std::uint32_t spins = 0;
   try {
     while (total_retired < total) {
+      for (auto& sender : senders) sender.post(posted, total_posted);
       for (auto& sender : senders) {
-        while (sender.posted < iterations && sender.posted + list_size <= sender.retired + depth) {
-          const std::int64_t now = now_ns();
-          if (list_size == 1) {
-            const bool every = --sender.until_signal == 0;
-            if (every) sender.until_signal = moderation;
-            const bool signal = every || sender.posted == iterations - 1;
-            posted[total_posted++] = now;
-            sender.qp->post_send(signal ? sender.signaled_one : sender.unsignaled_one);
-            if (signal) sender.signaled.push_back(sender.posted);
-          } else {
-            std::fill_n(posted.begin() + static_cast<std::ptrdiff_t>(total_posted), list_size, now);
-            total_posted += list_size;
-            sender.qp->post_send(sender.list);
-            for (std::uint64_t j = moderation - 1; j < list_size; j += moderation) {
-              sender.signaled.push_back(sender.posted + j);
-            }
-          }
-          sender.posted += list_size;
+        if (const std::int64_t seen = sender.retire(total_retired, marks); seen != 0) {
+          last_progress = seen;
         }
-      }
-      for (auto& sender : senders) {
-        if (sender.signaled.empty()) continue;
-        const auto done = sender.cq->poll(polled);
-        if (done.empty()) continue;
-        const std::int64_t now = now_ns();
-        for (const auto& completion : done) {
-          if (!completion.ok()) throw ibv::WorkError(completion, "UD bandwidth test");
-          const std::uint64_t last = sender.signaled.front();
-          sender.signaled.pop_front();
-          total_retired += last + 1 - sender.retired;
-          sender.retired = last + 1;
-          marks.push_back({total_retired - 1, now});
-        }
-        last_progress = now;
       }
       watch_progress(session, spins, last_progress, total_retired, total, size, heartbeat);
     }
@@ -438,6 +462,20 @@ BwResult datagram_client_loop(Session& session, std::uint64_t size) {
     abort_run(error.what());
   }
   return send_result(session, size, total, posted, marks);
+}
+
+/// The client's result if it has arrived, without waiting (a heartbeat gives nullopt); any
+/// other message is a failed run.
+std::optional<BwResult> try_client_result(Session& session) {
+  auto message = session.connection.try_receive();
+  if (!message) return std::nullopt;
+  if (message->type != MessageType::result) {
+    throw ToolError(ExitCode::run_failed, "the client sent message '" +
+                                              std::string(1, static_cast<char>(message->type)) +
+                                              "' during the test (does it run the same ibvcpp "
+                                              "version?)");
+  }
+  return decode_bw_result(message->text());
 }
 
 /// How long the server of a UD test waits for stragglers once the client's result is in: a
@@ -453,7 +491,6 @@ constexpr std::int64_t kDatagramGraceNs = 200'000'000;
 BwResult datagram_server_loop(Session& session, std::uint64_t size) {
   const auto& options = session.options;
   const std::uint64_t iterations = options.iterations;
-  const std::uint64_t depth = options.rx_depth();
   struct DatagramReceiver {
     QueuePairSlot* slot = nullptr;
     std::uint64_t posted = 0;
@@ -464,10 +501,28 @@ BwResult datagram_server_loop(Session& session, std::uint64_t size) {
   const std::uint64_t total = iterations * session.qps.size();
   std::uint64_t total_received = 0;
   std::array<ibv::WorkCompletion, 16> polled{};
+  // Takes in what arrived on every queue pair, reposting while more are due; true if any did.
+  const auto take_arrivals = [&] {
+    bool arrived = false;
+    for (auto& r : receivers) {
+      if (r.received == r.posted) continue;
+      for (const auto& completion : r.slot->datagrams->recv_cq.poll(polled)) {
+        if (!completion.ok()) throw ibv::WorkError(completion, "UD bandwidth test (receive)");
+        ++r.received;
+        ++total_received;
+        if (r.posted < iterations) {
+          post_datagram_receive(*r.slot, size);
+          ++r.posted;
+        }
+        arrived = true;
+      }
+    }
+    return arrived;
+  };
   try {
     for (auto& slot : session.qps) {
       auto& r = receivers.emplace_back(DatagramReceiver{&slot});
-      for (; r.posted < depth; ++r.posted) post_datagram_receive(slot, size);
+      for (; r.posted < options.rx_depth(); ++r.posted) post_datagram_receive(slot, size);
     }
     session.sync();
     const std::int64_t start = now_ns();
@@ -477,41 +532,20 @@ BwResult datagram_server_loop(Session& session, std::uint64_t size) {
     StallWatch watch(session.timeout_ns(), 0);  // looked at once in 1024 idle turns (spins)
     std::uint32_t spins = 0;
     while (total_received < total) {
-      bool arrived = false;
-      for (auto& r : receivers) {
-        if (r.received == r.posted) continue;
-        for (const auto& completion : r.slot->datagrams->recv_cq.poll(polled)) {
-          if (!completion.ok()) throw ibv::WorkError(completion, "UD bandwidth test (receive)");
-          ++r.received;
-          ++total_received;
-          if (r.posted < iterations) {
-            post_datagram_receive(*r.slot, size);
-            ++r.posted;
-          }
-          arrived = true;
-        }
-      }
-      if (arrived) {
+      if (take_arrivals()) {
         last_arrival = now_ns();
         watch.progress();
         continue;
       }
       if ((++spins & 0x3ffU) != 0) continue;
-      if (!client) {
-        if (auto message = session.connection.try_receive()) {
-          if (message->type != MessageType::result) {
-            throw ToolError(ExitCode::run_failed,
-                            "the client sent message '" +
-                                std::string(1, static_cast<char>(message->type)) +
-                                "' during the test (does it run the same ibvcpp version?)");
-          }
-          client = decode_bw_result(message->text());
-          client_done = now_ns();
-        }
-      } else if (now_ns() - std::max(client_done, last_arrival) > kDatagramGraceNs) {
-        break;  // the rest is lost
+      if (client) {
+        if (now_ns() - std::max(client_done, last_arrival) > kDatagramGraceNs) break;  // lost
+        continue;
       }
-      if (!client && watch.stalled()) {
+      client = try_client_result(session);
+      if (client) {
+        client_done = now_ns();
+      } else if (watch.stalled()) {
         throw ToolError(ExitCode::run_failed,
                         "no datagram for " + std::to_string(options.timeout.count()) + " s after " +
                             std::to_string(total_received) + " of " + std::to_string(total) +

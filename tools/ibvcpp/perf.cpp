@@ -217,6 +217,57 @@ ibv::Endpoint connect_with_rdma_cm(engine::QueuePairSlot& slot, const PerfOption
   return slot.channel->queue_pair().local_endpoint();
 }
 
+/// One buffer, registration and queue pair per QP into `qps`: a Channel (prepared, or
+/// connected by rdma_cm with -R), or with -c UD a UD queue pair. Returns this side's addresses.
+std::vector<QpAddress> make_slots(std::vector<engine::QueuePairSlot>& qps,
+                                  const PerfOptions& options, const DeviceSetup& device,
+                                  const ibv::ProtectionDomain& pd, std::uint32_t mtu,
+                                  std::optional<ibv::ChannelListener>& cm_listener) {
+  const bool datagrams = options.connection == Transport::ud;
+  const ibv::ChannelBuilder builder =
+      ibv::ChannelBuilder(pd)
+          .queue_pair(queue_pair_settings(options, device, mtu))
+          .timeouts({.operation = options.timeout, .drop = std::chrono::seconds(1)});
+  std::vector<QpAddress> addresses;
+  qps.reserve(options.qps);
+  for (std::uint32_t i = 0; i < options.qps; ++i) {
+    // A UD receive starts with the 40-byte GRH area: the inbox holds it too.
+    auto& slot =
+        qps.emplace_back(options.max_size() + (datagrams ? ibv::GlobalRouteHeader::kSize : 0));
+    slot.mr.emplace(pd.register_remote_accessible(
+        slot.buffer.bytes(), ibv::RemoteAccess::write() | ibv::RemoteAccess::read()));
+    const ibv::RemoteMemoryRegion whole = slot.mr->remote();
+    QpAddress address{
+        {}, std::nullopt, whole.sub_region(slot.half, slot.half), whole.sub_region(0, slot.half)};
+    if (datagrams) {
+      address.datagram = slot.datagrams.emplace(datagram_lane(options, device, pd)).qp.address();
+    } else {
+      address.endpoint = options.rdma_cm
+                             ? connect_with_rdma_cm(slot, options, device, pd, cm_listener)
+                             : slot.prepared.emplace(builder.build()).endpoint();
+    }
+    addresses.push_back(address);
+  }
+  return addresses;
+}
+
+/// Connects each slot to the peer's queue pair: the Channel's handshake, or with -c UD a route
+/// (no handshake); nothing for -R (connected by rdma_cm already).
+void connect_slots(std::vector<engine::QueuePairSlot>& qps,
+                   const std::vector<QpAddress>& peer_addresses, const PerfOptions& options,
+                   const DeviceSetup& device, const ibv::ProtectionDomain& pd) {
+  for (std::size_t i = 0; i < qps.size(); ++i) {
+    auto& slot = qps[i];
+    slot.peer = peer_addresses[i];
+    if (options.connection == Transport::ud) {
+      slot.datagrams->route.emplace(datagram_route(options, device, pd, *slot.peer.datagram));
+    } else if (!options.rdma_cm) {
+      slot.channel.emplace(std::move(*slot.prepared).handshake(slot.peer.endpoint));
+      slot.prepared.reset();
+    }
+  }
+}
+
 void print(const std::string& text) {
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
@@ -320,55 +371,18 @@ int run_perf(const PerfOptions& given_options) {
   if (auto mismatch = settings_mismatch(mine, peer, client)) throw UsageError(*mismatch);
   const std::uint32_t mtu = std::min(mine.mtu, peer.mtu);
   fit_datagram_sizes(options, mtu);  // -c UD: a datagram is one packet
-  const bool datagrams = options.connection == Transport::ud;
 
-  // One buffer, registration and channel per queue pair.
+  // One buffer, registration and queue pair per QP.
   std::vector<engine::QueuePairSlot> qps;
-  std::vector<QpAddress> addresses;
-  in_phase(ExitCode::device, [&] {
-    const ibv::ChannelBuilder builder =
-        ibv::ChannelBuilder(pd)
-            .queue_pair(queue_pair_settings(options, device, mtu))
-            .timeouts({.operation = options.timeout, .drop = std::chrono::seconds(1)});
-    qps.reserve(options.qps);
-    for (std::uint32_t i = 0; i < options.qps; ++i) {
-      // A UD receive starts with the 40-byte GRH area: the inbox holds it too.
-      auto& slot =
-          qps.emplace_back(options.max_size() + (datagrams ? ibv::GlobalRouteHeader::kSize : 0));
-      slot.mr.emplace(pd.register_remote_accessible(
-          slot.buffer.bytes(), ibv::RemoteAccess::write() | ibv::RemoteAccess::read()));
-      const ibv::RemoteMemoryRegion whole = slot.mr->remote();
-      QpAddress address{
-          {}, std::nullopt, whole.sub_region(slot.half, slot.half), whole.sub_region(0, slot.half)};
-      if (datagrams) {
-        address.datagram = slot.datagrams.emplace(datagram_lane(options, device, pd)).qp.address();
-      } else {
-        address.endpoint = options.rdma_cm
-                               ? connect_with_rdma_cm(slot, options, device, pd, cm_listener)
-                               : slot.prepared.emplace(builder.build()).endpoint();
-      }
-      addresses.push_back(address);
-    }
-  });
+  const std::vector<QpAddress> addresses = in_phase(
+      ExitCode::device, [&] { return make_slots(qps, options, device, pd, mtu, cm_listener); });
 
   // Addresses, then the handshake of every queue pair.
   connection->send(MessageType::addresses, encode_addresses(addresses));
   const auto peer_addresses = decode_addresses(
       connection->expect(MessageType::addresses, options.timeout, "the peer's addresses").payload,
       qps.size(), options.connection);
-  in_phase(ExitCode::device, [&] {
-    for (std::size_t i = 0; i < qps.size(); ++i) {
-      qps[i].peer = peer_addresses[i];
-      if (datagrams) {  // no handshake: a route to the peer's queue pair
-        qps[i].datagrams->route.emplace(
-            datagram_route(options, device, pd, *peer_addresses[i].datagram));
-        continue;
-      }
-      if (options.rdma_cm) continue;  // connected by rdma_cm already
-      qps[i].channel.emplace(std::move(*qps[i].prepared).handshake(peer_addresses[i].endpoint));
-      qps[i].prepared.reset();
-    }
-  });
+  in_phase(ExitCode::device, [&] { connect_slots(qps, peer_addresses, options, device, pd); });
 
   const RunInfo info = run_info(options, device, mtu, qps);
   if (report && !options.json) {
