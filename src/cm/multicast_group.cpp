@@ -29,9 +29,12 @@ constexpr int kKernelEnotsupp = 524;
 
 }  // namespace
 
-/// A queue pair the group holds, and whether it is attached (not after a leave).
+/// A queue pair attached to the group, and whether it is attached (not after a leave): one the
+/// group holds (`owned`, attach()), or a DatagramEndpoint's, which the endpoint holds and
+/// detaches before destroying (attach_borrowed()).
 struct Member {
-  std::unique_ptr<UdQueuePair> qp;
+  std::unique_ptr<UdQueuePair> owned;
+  UdQueuePair* qp = nullptr;
   bool attached = false;
 };
 
@@ -79,7 +82,7 @@ struct MulticastGroup::State {
                      "ibverbs-cpp: ibv_detach_mcast of QP %u from %s failed (errno %d); the "
                      "queue pair is kept until the process ends\n",
                      member.qp->qp_number(), group.text.c_str(), rc);
-        (void)member.qp.release();  // NOLINT(bugprone-unused-return-value): leaked on purpose
+        (void)member.owned.release();  // NOLINT(bugprone-unused-return-value): leaked on purpose
       }
     }
     joined = false;
@@ -248,27 +251,27 @@ AddressHandle MulticastGroup::address_handle(const ProtectionDomain& pd) const {
   return AddressHandle::from_attributes(pd, state.attributes);
 }
 
-UdQueuePair& MulticastGroup::attach(UdQueuePair qp) {
-  constexpr std::string_view kOperation = "MulticastGroup::attach";
-  if (!state_) (void)joined_state(kOperation);  // throws: moved from
+void MulticastGroup::attach_member(UdQueuePair& qp, std::unique_ptr<UdQueuePair> owned,
+                                   std::string_view operation) {
+  if (!state_) (void)joined_state(operation);  // throws: moved from
   State& state = *state_;
   const std::string& name = state.group.text;
   if (state.send_only) {
-    throw Error(ErrorKind::state, kOperation, EINVAL,
+    throw Error(ErrorKind::state, operation, EINVAL,
                 "group " + name + " was joined send-only: no queue pair can receive from it",
                 "join without MulticastOptions::send_only to receive");
   }
   if (!state.joined) {
-    throw Error(ErrorKind::state, kOperation, EINVAL,
+    throw Error(ErrorKind::state, operation, EINVAL,
                 "group " + name + " was left: join it again to receive from it");
   }
   if (const std::string device = qp.protection_domain().context().name(); device != state.device) {
-    throw_invalid_argument(kOperation, "queue pair " + std::to_string(qp.qp_number()),
+    throw_invalid_argument(operation, "queue pair " + std::to_string(qp.qp_number()),
                            "is on device " + device + ", but group " + name + " was joined on " +
                                state.device + " (" + state.local + ")");
   }
   if (qp.settings().port != state.port) {
-    throw_invalid_argument(kOperation, "queue pair " + std::to_string(qp.qp_number()),
+    throw_invalid_argument(operation, "queue pair " + std::to_string(qp.qp_number()),
                            "is on port " + std::to_string(qp.settings().port.value) +
                                ", but group " + name + " was joined on port " +
                                std::to_string(state.port.value));
@@ -277,23 +280,32 @@ UdQueuePair& MulticastGroup::attach(UdQueuePair qp) {
     std::array<char, 128> text{};
     std::snprintf(text.data(), text.size(), "has Q_Key 0x%08x, but group %s has 0x%08x",
                   qp.qkey().value(), name.c_str(), state.qkey);
-    throw_invalid_argument(kOperation, "queue pair " + std::to_string(qp.qp_number()),
+    throw_invalid_argument(operation, "queue pair " + std::to_string(qp.qp_number()),
                            std::string(text.data()) +
                                ": the device would drop every datagram of the group; build it "
-                               "with UdQueuePairBuilder::qkey(QKey(group.qkey()))");
+                               "with the group's Q_Key (UdQueuePairBuilder::qkey, or "
+                               "DatagramSettings::qkey: QKey(group.qkey()))");
   }
-  Member member{std::make_unique<UdQueuePair>(std::move(qp)), false};
   state.members.reserve(state.members.size() + 1);  // no throw after the attach below
-  if (const int rc = ibv_attach_mcast(member.qp->native_handle(), &state.attributes.grh.dgid,
-                                      state.attributes.dlid);
+  if (const int rc =
+          ibv_attach_mcast(qp.native_handle(), &state.attributes.grh.dgid, state.attributes.dlid);
       rc != 0) {
     throw_verb_error("ibv_attach_mcast", rc,
-                     "attaching queue pair " + std::to_string(member.qp->qp_number()) +
-                         " to group " + name + " on " + state.device);
+                     "attaching queue pair " + std::to_string(qp.qp_number()) + " to group " +
+                         name + " on " + state.device);
   }
-  member.attached = true;
-  state.members.push_back(std::move(member));
-  return *state.members.back().qp;
+  state.members.push_back(Member{std::move(owned), &qp, true});
+}
+
+UdQueuePair& MulticastGroup::attach(UdQueuePair qp) {
+  auto owned = std::make_unique<UdQueuePair>(std::move(qp));
+  UdQueuePair& attached = *owned;
+  attach_member(attached, std::move(owned), "MulticastGroup::attach");
+  return attached;
+}
+
+void MulticastGroup::attach_borrowed(UdQueuePair& qp, std::string_view operation) {
+  attach_member(qp, nullptr, operation);
 }
 
 UdQueuePair MulticastGroup::detach(const UdQueuePair& qp) {
@@ -301,8 +313,8 @@ UdQueuePair MulticastGroup::detach(const UdQueuePair& qp) {
   if (!state_) (void)joined_state(kOperation);  // throws: moved from
   State& state = *state_;
   const auto it = std::find_if(state.members.begin(), state.members.end(),
-                               [&](const Member& member) { return member.qp.get() == &qp; });
-  if (it == state.members.end()) {
+                               [&](const Member& member) { return member.qp == &qp; });
+  if (it == state.members.end() || !it->owned) {
     throw_invalid_argument(
         kOperation, "queue pair " + std::to_string(qp.qp_number()),
         "is not attached to group " + state.group.text + " (give the reference attach() returned)");
@@ -312,7 +324,7 @@ UdQueuePair MulticastGroup::detach(const UdQueuePair& qp) {
                      "detaching queue pair " + std::to_string(qp.qp_number()) + " from group " +
                          state.group.text);
   }
-  UdQueuePair result = std::move(*it->qp);
+  UdQueuePair result = std::move(*it->owned);
   state.members.erase(it);
   return result;
 }

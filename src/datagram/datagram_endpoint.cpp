@@ -281,7 +281,34 @@ struct DatagramCore {
   std::uint64_t sends_posted = 0;
   std::uint64_t foreign = 0;
   bool broken = false;
-  std::optional<UdQueuePair> qp;  // last: destroyed first, before the handles and buffers
+  std::optional<UdQueuePair> qp;  // destroyed before the handles and buffers
+  // After the queue pair: destroyed first, which detaches it from each group and leaves.
+  std::vector<std::pair<std::string, MulticastGroup>> groups;
+
+  UdAddress join(std::string_view group, std::string_view local_address,
+                 const MulticastOptions& options) {
+    constexpr std::string_view kOperation = "DatagramEndpoint::join";
+    if (std::ranges::any_of(groups, [&](const auto& entry) { return entry.first == group; })) {
+      throw Error(ErrorKind::state, kOperation, EINVAL,
+                  "group " + std::string(group) + " is joined already",
+                  "leave() it first to join it again");
+    }
+    MulticastGroup membership(group, local_address, options);
+    if (!options.send_only) membership.attach_borrowed(*qp, kOperation);  // checks, then attaches
+    UdAddress destination = membership.destination();
+    groups.emplace_back(std::string(group), std::move(membership));
+    return destination;
+  }
+
+  bool leave(std::string_view group) {
+    const auto it =
+        std::ranges::find_if(groups, [&](const auto& entry) { return entry.first == group; });
+    if (it == groups.end()) return false;
+    MulticastGroup membership = std::move(it->second);
+    groups.erase(it);
+    membership.leave();  // detaches the queue pair first
+    return true;
+  }
 };
 
 }  // namespace detail
@@ -367,8 +394,18 @@ DatagramEndpoint::DatagramEndpoint(const ProtectionDomain& pd, const DatagramSet
     : core_(std::make_shared<detail::DatagramCore>(pd, settings)) {}
 
 DatagramEndpoint::DatagramEndpoint(DatagramEndpoint&&) noexcept = default;
-DatagramEndpoint& DatagramEndpoint::operator=(DatagramEndpoint&& other) noexcept = default;
-DatagramEndpoint::~DatagramEndpoint() = default;
+DatagramEndpoint& DatagramEndpoint::operator=(DatagramEndpoint&& other) noexcept {
+  if (this != &other) {
+    if (core_) core_->groups.clear();  // as the destructor
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+DatagramEndpoint::~DatagramEndpoint() {
+  // Messages still lent keep the core alive, but the groups are left now: nothing of them
+  // arrives for an endpoint that is gone.
+  if (core_) core_->groups.clear();
+}
 
 UdAddress DatagramEndpoint::address() const { return core_->qp->address(); }
 
@@ -435,6 +472,20 @@ std::uint32_t DatagramEndpoint::sends_in_flight() const noexcept {
 }
 
 std::size_t DatagramEndpoint::cached_destinations() const noexcept { return core_->routes.size(); }
+
+UdAddress DatagramEndpoint::join(std::string_view group, std::string_view local_address,
+                                 const MulticastOptions& options) {
+  return core_->join(group, local_address, options);
+}
+
+bool DatagramEndpoint::leave(std::string_view group) { return core_->leave(group); }
+
+std::vector<std::string> DatagramEndpoint::groups() const {
+  std::vector<std::string> names;
+  names.reserve(core_->groups.size());
+  for (const auto& entry : core_->groups) names.push_back(entry.first);
+  return names;
+}
 
 const UdQueuePair& DatagramEndpoint::queue_pair() const noexcept { return *core_->qp; }
 

@@ -74,8 +74,15 @@ struct MulticastOptions {
 /// datagram that finds no posted receive is dropped, and so is one whose Q_Key differs from the
 /// receiving queue pair's. A sender attached to the group receives its own datagrams too
 /// (multicast loopback).
+namespace detail {
+struct DatagramCore;
+}  // namespace detail
+
 class MulticastGroup {
  public:
+  /// The Q_Key rdma_cm gives every group joined in its UDP port space (RDMA_UDP_QKEY): what a
+  /// receiving queue pair's Q_Key must be.
+  static constexpr std::uint32_t kRdmaCmQkey = 0x01234567;
   /// The destination QP number of every datagram to a multicast group (0xFFFFFF).
   static constexpr std::uint32_t kQpNumber = 0xFFFFFF;
 
@@ -148,9 +155,18 @@ class MulticastGroup {
   void leave();
 
  private:
+  // A DatagramEndpoint attaches its own queue pair, which it keeps and destroys only after the
+  // group (docs/datagrams.md, "Multicast on a DatagramEndpoint").
+  friend struct detail::DatagramCore;
   struct State;
   std::unique_ptr<State> state_;
   [[nodiscard]] const State& joined_state(std::string_view operation) const;
+  /// attach()'s checks and ibv_attach_mcast of `qp`; `owned` holds it when the group does.
+  void attach_member(UdQueuePair& qp, std::unique_ptr<UdQueuePair> owned,
+                     std::string_view operation);
+  /// Attaches a queue pair the caller keeps: the caller must destroy the group (which detaches
+  /// it) before the queue pair. detach() refuses it.
+  void attach_borrowed(UdQueuePair& qp, std::string_view operation);
 };
 
 }  // namespace ibv

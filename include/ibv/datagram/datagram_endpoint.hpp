@@ -2,7 +2,7 @@
 // DatagramEndpoint: a safe unreliable-datagram endpoint over one UD queue pair. Peers by their
 // UdAddress, address handles cached per destination, sends copied into library buffers and
 // checked against the MTU, receives into a pool of library buffers lent to the caller, bounded
-// waits, and loss made visible by a per-sender sequence number.
+// waits, loss made visible by a per-sender sequence number, and multicast groups it joins.
 #pragma once
 
 #include <chrono>
@@ -11,9 +11,12 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "ibv/channel/wait_mode.hpp"
+#include "ibv/cm/multicast_group.hpp"
 #include "ibv/datagram/datagram_header.hpp"
 #include "ibv/duration.hpp"
 #include "ibv/verbs/address_handle.hpp"
@@ -184,6 +187,24 @@ class DatagramEndpoint {
   /// Address handles in its cache: one per route (GID, or LID) it has sent to, kept for the
   /// endpoint's life.
   [[nodiscard]] std::size_t cached_destinations() const noexcept;
+
+  /// Joins the IP multicast group `group` on the RDMA device of `local_address` through rdma_cm
+  /// (a MulticastGroup, held by the endpoint) and attaches the endpoint's queue pair to it:
+  /// datagrams sent to the group then arrive through receive() like any other, their loss
+  /// counted per sender. Returns the group's address: send() and post() to it reach every
+  /// member, this endpoint too (multicast loopback). With MulticastOptions::send_only nothing is
+  /// attached (no IGMP membership; the address is still given). The endpoint's Q_Key must be the
+  /// group's (rdma_cm's is MulticastGroup::kRdmaCmQkey: build the endpoint with it, and so its
+  /// unicast peers too). Throws ibv::Error: as MulticastGroup's constructor; state when `group`
+  /// is joined already; invalid_argument for a group on another device or port, or with another
+  /// Q_Key (nothing stays joined then). Left by leave(), and by the endpoint's destruction.
+  UdAddress join(std::string_view group, std::string_view local_address,
+                 const MulticastOptions& options = {});
+  /// Detaches the queue pair from `group` (as join() was given it) and leaves it; false when it
+  /// was not joined. Throws ibv::Error when rdma_leave_multicast fails (left either way).
+  bool leave(std::string_view group);
+  /// The groups joined, as join() was given them, in the order joined.
+  [[nodiscard]] std::vector<std::string> groups() const;
 
   /// The UD queue pair underneath, for inspection (posting on it directly bypasses the
   /// endpoint's accounting).
