@@ -63,3 +63,77 @@ hot_path_requests() {
     *) echo "$2" ;;
   esac
 }
+
+# The summaries of a measured part's figures (DIR/NAME.tsv, hot_path_callgrind), shared by
+# bench/hot_path/run and bench/datagram_path/run so that their reports count alike.
+
+# hot_path_poll_function TSV CALLER: the provider's poll_cq, found as the function of libibverbs
+# or the provider that CALLER (a raw loop's polling function, wait_for) calls: by name, or by
+# address in a provider without symbols, like Soft-RoCE's. Prints nothing when not found.
+hot_path_poll_function() {
+  awk -F'\t' -v caller="$2" '$1 == "incl" && ($2 ~ /libibverbs|rdmav[0-9]/) { verbs[$3] = 1 }
+    $1 == "edge" && $2 == caller { callee[$3] = 1 }
+    END { for (f in callee) if (f in verbs) print f }' "$1" 2>/dev/null | head -n 1
+}
+
+# hot_path_summary TSV NAME OP STYLE N POLL_FUNCTION PROGRAM: one tab-separated line of figures
+# per unit (N units measured: requests, datagrams): name op style total polls mallocs
+# clock_reads, then per object group, then N. Object groups: verbs (libibverbs and the
+# provider), malloc (libc's malloc/free), libc (the rest), libstdc++, ibverbs-cpp, program (the
+# object whose path matches the regular expression PROGRAM), other (ld.so, vdso). CQ polls are
+# the calls of POLL_FUNCTION (hot_path_poll_function); mallocs the calls of malloc; clock reads
+# the calls of steady_clock::now. Prints nothing when TSV does not exist.
+hot_path_summary() {
+  local tsv=$1
+  [[ -f $tsv ]] || return 0
+  awk -F'\t' -v name="$2" -v op="$3" -v style="$4" -v n="$5" -v poll_function="$6" \
+    -v program="$7" '
+    function group(object, fn) {
+      if (object ~ /libibverbs-cpp/) return "ibverbs_cpp"
+      if (object ~ /libibverbs|rdmav[0-9]/) return "verbs"
+      if (object ~ /libc\.so/) return (fn ~ /^(malloc|free|cfree|_int_free|_int_malloc|tcache|__libc_malloc|__libc_free|malloc_consolidate)/) ? "malloc" : "libc"
+      if (object ~ /libstdc\+\+/) return "libstdcxx"
+      if (object ~ program) return "program"
+      return "other"
+    }
+    $1 == "total" { total = $2 }
+    $1 == "self" { by[group($2, $3)] += $4 }
+    $1 == "calls" && $2 == poll_function { polls += $3 }
+    $1 == "calls" && $2 == "malloc" { mallocs += $3 }
+    $1 == "calls" && $2 ~ /steady_clock::now/ { clocks += $3 }
+    END {
+      printf "%s\t%s\t%s\t%.1f\t%.3f\t%.3f\t%.3f", name, op, style, total / n, polls / n, mallocs / n, clocks / n
+      split("verbs malloc libc libstdcxx ibverbs_cpp program other", groups, " ")
+      for (i = 1; i <= 7; ++i) printf "\t%.1f", by[groups[i]] / n
+      printf "\t%d\n", n
+    }' "$tsv"
+}
+
+# hot_path_functions TSV N: the functions of a measured part (and what they call) per unit (N
+# units measured), above 1 % of its total: inclusive, exclusive, calls, object, name (without
+# argument lists and template arguments), tab-separated, the largest inclusive first. The
+# measured_* loop itself, main and ld.so's functions are left out.
+hot_path_functions() {
+  awk -F'\t' -v n="$2" '
+    function short(s,    t) {
+      gsub(/\(anonymous namespace\)/, "{anon}", s)
+      sub(/ \[clone [^]]*\]$/, "", s)
+      while (gsub(/<[^<>]*>/, "\001", s)) {}
+      while (gsub(/\([^()]*\)/, "\002", s)) {}
+      gsub(/\001/, "<>", s)
+      gsub(/\002/, "()", s)
+      sub(/ const$/, "", s)
+      return s
+    }
+    $1 == "total" { total = $2 }
+    $1 == "self" { self[$3] = $4; object[$3] = $2 }
+    $1 == "incl" { incl[$3] = $4; object[$3] = $2 }
+    $1 == "calls" { calls[$2] = $3 }
+    END {
+      for (f in incl) {
+        if (incl[f] < total / 100 || f ~ /measured_|^main$|below main|libc_start/ || object[f] ~ /ld-linux/) continue
+        o = object[f]; sub(/.*\//, "", o); sub(/\.so.*/, "", o)
+        printf "%.1f\t%.1f\t%.2f\t%s\t%s\n", incl[f] / n, self[f] / n, calls[f] / n, o, short(f)
+      }
+    }' "$1" | sort -t$'\t' -k1,1 -g -r
+}
