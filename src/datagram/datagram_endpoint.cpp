@@ -39,6 +39,13 @@ using RouteKey = std::tuple<GidBytes, std::uint16_t>;
 // A sender: QPN, GID (zero without a GRH), LID.
 using SenderKey = std::tuple<std::uint32_t, GidBytes, std::uint16_t>;
 
+// What the endpoint keeps of a destination queue pair: the address handle of its route (one
+// per route, shared by the queue pairs behind it) and the sequence number of its next datagram.
+struct Destination {
+  AddressHandle ah;
+  std::uint64_t next_sequence = 0;
+};
+
 SenderKey key_of(const UdSource& source) {
   return {source.qp_number, source.gid ? source.gid->bytes() : GidBytes{}, source.lid};
 }
@@ -119,7 +126,12 @@ struct DatagramCore {
   }
 
   void post_receive(std::uint32_t index) {
-    const std::array elements{receive_mr.scatter(receive_buffer(index))};
+    // The endpoint's own registered buffer, its bounds known: the element is made unchecked
+    // (post_receive checks the key and bounds against the protection domain anyway).
+    const auto buffer = receive_buffer(index);
+    const std::array elements{
+        ScatterElement::from_raw(reinterpret_cast<std::uintptr_t>(buffer.data()),
+                                 static_cast<std::uint32_t>(buffer.size()), receive_mr.lkey())};
     ReceiveRequest request(index, elements);
     qp->post_receive(request);
     posted_receives.fetch_add(1, std::memory_order_relaxed);
@@ -137,9 +149,8 @@ struct DatagramCore {
   // Takes in the send completions there are: their buffers are free again; a failed one is
   // kept to be thrown.
   void poll_sends() {
-    std::array<WorkCompletion, 16> batch{};
     for (;;) {
-      const auto polled = send_cq.poll(batch);
+      const auto polled = send_cq.poll(send_batch);
       for (const auto& completion : polled) {
         const auto slot = static_cast<std::uint32_t>(completion.wr_id());
         if (!completion.ok() && !failed_send) failed_send = completion;
@@ -148,7 +159,7 @@ struct DatagramCore {
           free_sends.push_back(slot);
         }
       }
-      if (polled.size() < batch.size()) return;
+      if (polled.size() < send_batch.size()) return;
     }
   }
 
@@ -185,8 +196,19 @@ struct DatagramCore {
     return routes.emplace(key, AddressHandle::to(pd, to, route)).first->second;
   }
 
-  std::uint64_t& next_sequence(const UdAddress& to) {
-    return sequences[DestinationKey{to.qp_number, to.gid.bytes(), to.lid}];
+  // A destination's address handle and next sequence number: one look-up per send, none when
+  // it is the last destination sent to (a stream to one peer, or a reply). Map nodes stay put.
+  Destination& destination_of(const UdAddress& to) {
+    const DestinationKey key{to.qp_number, to.gid.bytes(), to.lid};
+    if (last_destination != nullptr && last_destination->first == key) {
+      return last_destination->second;
+    }
+    auto found = destinations.find(key);
+    if (found == destinations.end()) {
+      found = destinations.emplace(key, Destination{address_handle(to), 0}).first;
+    }
+    last_destination = &*found;
+    return found->second;
   }
 
   [[nodiscard]] std::uint32_t max_payload(const UdAddress& to) const noexcept {
@@ -207,11 +229,10 @@ struct DatagramCore {
                                  std::to_string(std::min(mtu, to.mtu.bytes())) + " minus the " +
                                  std::to_string(kHeader) + "-byte header); nothing was posted");
     }
-    AddressHandle& ah = address_handle(to);
-    std::uint64_t& sequence = next_sequence(to);
-    const auto deadline = Clock::now() + settings.timeout;
+    Destination& destination = destination_of(to);
+    // The clock is read only when a wait is needed: each wait is bounded by settings.timeout.
     if (free_sends.empty()) poll_sends();
-    if (free_sends.empty() && !wait_on(send_cq, deadline, [this] {
+    if (free_sends.empty() && !wait_on(send_cq, Clock::now() + settings.timeout, [this] {
           poll_sends();
           return !free_sends.empty() || failed_send.has_value();
         })) {
@@ -222,18 +243,21 @@ struct DatagramCore {
     const auto buffer =
         std::span(send_memory)
             .subspan(static_cast<std::size_t>(slot) * mtu, kHeader + payload.size());
-    DatagramHeader{sequence}.write(buffer.first<kHeader>());
+    DatagramHeader{destination.next_sequence}.write(buffer.first<kHeader>());
     std::copy(payload.begin(), payload.end(), buffer.subspan(kHeader).begin());
-    const std::array elements{send_mr.gather(std::span<const std::byte>(buffer))};
-    auto request = UdSendRequest::to(slot, elements, ah, to);
+    const std::array elements{  // our own buffer: unchecked, as post_receive's
+        GatherElement::from_raw(reinterpret_cast<std::uintptr_t>(buffer.data()),
+                                static_cast<std::uint32_t>(buffer.size()), send_mr.lkey())};
+    auto request = UdSendRequest::to(slot, elements, destination.ah, to);
     if (buffer.size() <= qp->max_inline_data()) request.inline_data();
     qp->post_send(request);  // throws before anything is taken when the device refuses
     free_sends.pop_back();
     in_flight[slot] = 1;
-    ++sequence;
+    ++destination.next_sequence;
     ++sends_posted;
     if (!wait_for_completion) return;
-    if (!wait_on(send_cq, deadline, [this, slot] {
+    poll_sends();
+    if (in_flight[slot] != 0 && !wait_on(send_cq, Clock::now() + settings.timeout, [this, slot] {
           poll_sends();
           return in_flight[slot] == 0;
         })) {
@@ -272,8 +296,22 @@ struct DatagramCore {
   MemoryRegion send_mr;
   AddressHandleSettings route;
   std::map<RouteKey, AddressHandle> routes;  // kept for the endpoint's life: no orphans
-  std::map<DestinationKey, std::uint64_t> sequences;
+  std::map<DestinationKey, Destination> destinations;
+  std::pair<const DestinationKey, Destination>* last_destination = nullptr;
+  std::array<WorkCompletion, 16> send_batch;  // not zeroed per poll
+  std::array<WorkCompletion, 1> receive_one;
   std::map<SenderKey, std::pair<UdSource, SequenceTracker>> senders;
+  std::pair<const SenderKey, std::pair<UdSource, SequenceTracker>>* last_sender = nullptr;
+
+  // A sender's entry: one look-up per datagram, none when it is the last sender's (a stream).
+  std::pair<UdSource, SequenceTracker>& sender_of(const UdSource& source) {
+    const SenderKey key = key_of(source);
+    if (last_sender == nullptr || last_sender->first != key) {
+      last_sender = &*senders.try_emplace(key).first;
+      last_sender->second.first = source;
+    }
+    return last_sender->second;
+  }
   std::vector<std::uint32_t> free_sends;
   std::vector<std::uint8_t> in_flight;
   std::optional<WorkCompletion> failed_send;
@@ -354,9 +392,8 @@ void DatagramMessage::release() noexcept {
 
 std::optional<DatagramMessage> detail::DatagramCore::next(
     const std::shared_ptr<DatagramCore>& self) {
-  std::array<WorkCompletion, 1> one{};
   for (;;) {
-    const auto polled = recv_cq.poll(one);
+    const auto polled = recv_cq.poll(receive_one);
     if (polled.empty()) return std::nullopt;
     posted_receives.fetch_sub(1, std::memory_order_relaxed);
     const WorkCompletion& completion = polled.front();
@@ -372,8 +409,7 @@ std::optional<DatagramMessage> detail::DatagramCore::next(
       post_receive(index);
       continue;
     }
-    auto& [source, tracker] = senders[key_of(received.source())];
-    source = received.source();
+    auto& [source, tracker] = sender_of(received.source());
     DatagramMessage message;
     message.lost_before_ = tracker.record(header->sequence);
     message.core_ = self;
