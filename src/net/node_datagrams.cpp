@@ -15,9 +15,11 @@ namespace ibv::net {
 
 NodeDatagrams::NodeDatagrams(DatagramEndpoint endpoint, std::uint32_t rank,
                              std::vector<UdAddress> addresses)
-    : endpoint_(std::move(endpoint)), rank_(rank), addresses_(std::move(addresses)) {
+    : endpoint_(std::move(endpoint)),
+      rank_(rank),
+      addresses_(std::move(addresses)),
+      max_payload_all_(endpoint_.max_payload()) {
   by_qp_number_.reserve(addresses_.size());
-  max_payload_all_ = endpoint_.max_payload();
   for (std::uint32_t r = 0; r < addresses_.size(); ++r) {
     by_qp_number_.emplace_back(addresses_[r].qp_number, r);
     max_payload_all_ = std::min(max_payload_all_, endpoint_.max_payload(addresses_[r]));
