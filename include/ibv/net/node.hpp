@@ -167,8 +167,9 @@ class PreparedNode {
   std::optional<DatagramEndpoint> datagrams_;
 };
 
-/// One connected rank of a job: every MultiChannel call (it is one), and barriers over RDMA.
-/// Move-only; not thread-safe.
+/// One connected rank of a job: every MultiChannel call (it is one), barriers over RDMA, and,
+/// when built with NodeBuilder::datagrams(), datagrams to any rank (datagrams()). Move-only;
+/// not thread-safe.
 ///
 /// - barrier() returns once every rank, or every rank of a subset, has entered it; each is
 ///   bounded by a timeout (barrier_timeout(), or BarrierOptions::timeout).
