@@ -72,6 +72,7 @@
 #include "ibv/net/launcher.hpp"
 #include "ibv/net/network_config.hpp"
 #include "ibv/net/node.hpp"
+#include "ibv/net/node_datagrams.hpp"
 #include "ibv/net/node_endpoint.hpp"
 #include "ibv/net/pmix_bootstrap.hpp"
 #include "ibv/net/rendezvous.hpp"

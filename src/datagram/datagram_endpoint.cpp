@@ -489,8 +489,10 @@ std::vector<DatagramSenderCounts> DatagramEndpoint::counts() const {
 SequenceCounts DatagramEndpoint::counts(const UdAddress& sender) const {
   for (const auto& entry : core_->senders) {
     const UdSource& source = entry.second.first;
-    if (source.qp_number == sender.qp_number && source.lid == sender.lid &&
-        source.gid.value_or(Gid{}) == sender.gid) {
+    // With a global route header the GID names the sender; without one (InfiniBand within a
+    // subnet) only the LID does, and the address's GID (the port's) is not in the datagram.
+    if (source.qp_number == sender.qp_number &&
+        (source.gid ? *source.gid == sender.gid : source.lid == sender.lid)) {
       return entry.second.second.counts();
     }
   }

@@ -51,6 +51,11 @@ NodeBuilder& NodeBuilder::shared_receive_pool(SharedReceivePool pool) noexcept {
   return *this;
 }
 
+NodeBuilder& NodeBuilder::datagrams(const DatagramSettings& settings) {
+  datagrams_ = settings;
+  return *this;
+}
+
 NodeBuilder& NodeBuilder::queue_pair(const QueuePairSettings& settings) noexcept {
   channels_.queue_pair(settings);
   return *this;
@@ -80,24 +85,35 @@ PreparedNode NodeBuilder::build() const {
   auto barrier =
       std::make_unique<detail::RdmaBarrier>(channels_.protection_domain(), channels_.rank(),
                                             channels_.world_size(), channels_.settings().wait_mode);
-  return {std::move(channels), std::move(barrier), algorithm_, barrier_timeout_};
+  std::optional<DatagramEndpoint> datagrams;
+  if (datagrams_) {
+    DatagramSettings settings = *datagrams_;
+    if (!settings.gid_index) settings.gid_index = channels_.settings().queue_pair.gid_index;
+    datagrams.emplace(channels_.protection_domain(), settings);
+  }
+  return {std::move(channels), std::move(barrier), algorithm_, barrier_timeout_,
+          std::move(datagrams)};
 }
 
 PreparedNode::PreparedNode(PreparedMultiChannel channels,
                            std::unique_ptr<detail::RdmaBarrier> barrier, BarrierAlgorithm algorithm,
-                           Duration barrier_timeout)
+                           Duration barrier_timeout, std::optional<DatagramEndpoint> datagrams)
     : channels_(std::move(channels)),
       barrier_(std::move(barrier)),
       algorithm_(algorithm),
-      barrier_timeout_(barrier_timeout) {}
+      barrier_timeout_(barrier_timeout),
+      datagrams_(std::move(datagrams)) {}
 
 PreparedNode::PreparedNode(PreparedNode&&) noexcept = default;
 PreparedNode& PreparedNode::operator=(PreparedNode&&) noexcept = default;
 PreparedNode::~PreparedNode() = default;
 
 NodeEndpoint PreparedNode::endpoint() const {
-  NodeEndpoint endpoint{
-      .rank = rank(), .world_size = world_size(), .queue_pairs = {}, .barrier = barrier_->slots()};
+  NodeEndpoint endpoint{.rank = rank(),
+                        .world_size = world_size(),
+                        .queue_pairs = {},
+                        .barrier = barrier_->slots(),
+                        .datagram = datagram_address()};
   endpoint.queue_pairs.reserve(world_size());
   for (const auto& queue_pair : channels_.endpoints()) {
     endpoint.queue_pairs.push_back(queue_pair.value_or(Endpoint{}));
@@ -114,7 +130,13 @@ PeerEndpoint PreparedNode::endpoint_for(std::uint32_t peer) const {
   return {.rank = rank(),
           .world_size = world_size(),
           .queue_pair = endpoints[peer].value_or(Endpoint{}),
-          .barrier = barrier_->slots()};
+          .barrier = barrier_->slots(),
+          .datagram = datagram_address()};
+}
+
+std::optional<UdAddress> PreparedNode::datagram_address() const {
+  if (!datagrams_) return std::nullopt;
+  return datagrams_->address();
 }
 
 Node PreparedNode::handshake(std::span<const NodeEndpoint> remote) && {
@@ -171,11 +193,47 @@ Node PreparedNode::handshake(std::span<const PeerEndpoint> remote) && {
                                  " bytes; a world of " + std::to_string(world) + " needs " +
                                  std::to_string(needed));
     }
+    check_datagram_choice(peer, endpoint.datagram);
     queue_pairs[peer] = endpoint.queue_pair;
+  }
+  std::unique_ptr<NodeDatagrams> datagrams;
+  if (datagrams_) {
+    std::vector<UdAddress> addresses(world);
+    for (std::uint32_t peer = 0; peer < world; ++peer) {
+      addresses[peer] = peer == rank() ? datagrams_->address() : *remote[peer].datagram;
+    }
+    datagrams.reset(new NodeDatagrams(std::move(*datagrams_), rank(), std::move(addresses)));
+    datagrams_.reset();
   }
   MultiChannel channels = std::move(channels_).handshake(queue_pairs);
   barrier_->set_peer_slots(std::move(slots));
-  return {std::move(channels), std::move(barrier_), algorithm_, barrier_timeout_};
+  return {std::move(channels), std::move(barrier_), algorithm_, barrier_timeout_,
+          std::move(datagrams)};
+}
+
+void PreparedNode::check_datagram_choice(std::uint32_t peer,
+                                         const std::optional<UdAddress>& theirs) const {
+  constexpr std::string_view kOperation = "PreparedNode::handshake";
+  const std::string who = "rank " + std::to_string(peer);
+  constexpr std::string_view kSame =
+      ": every rank must make the same NodeBuilder::datagrams() choice (is that rank's "
+      "ibverbs-cpp older than datagrams on a Node, or its configuration another?)";
+  if (datagrams_ && !theirs) {
+    throw_invalid_argument(
+        kOperation, who,
+        "sent no datagram address, and this rank has datagrams on" + std::string(kSame));
+  }
+  if (!datagrams_ && theirs) {
+    throw_invalid_argument(kOperation, who,
+                           "has datagrams on, and this rank has them off" + std::string(kSame));
+  }
+  if (datagrams_ && theirs->qkey != datagrams_->address().qkey) {
+    throw_invalid_argument(kOperation, who,
+                           "takes datagrams with Q_Key " + std::to_string(theirs->qkey) +
+                               ", this rank with " + std::to_string(datagrams_->address().qkey) +
+                               ": each would drop the other's datagrams unseen "
+                               "(DatagramSettings::qkey must be the same on every rank)");
+  }
 }
 
 Node PreparedNode::connect(Bootstrap& bootstrap) && {
@@ -196,17 +254,28 @@ Node PreparedNode::connect(Bootstrap& bootstrap) && {
 }
 
 Node::Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
-           BarrierAlgorithm algorithm, Duration barrier_timeout)
+           BarrierAlgorithm algorithm, Duration barrier_timeout,
+           std::unique_ptr<NodeDatagrams> datagrams)
     : MultiChannel(std::move(channels)),
       barrier_(std::move(barrier)),
       algorithm_(algorithm),
-      timeout_(barrier_timeout) {}
+      timeout_(barrier_timeout),
+      datagrams_(std::move(datagrams)) {}
 
 Node::Node(Node&&) noexcept = default;
 Node& Node::operator=(Node&&) noexcept = default;
 Node::~Node() = default;
 
 bool Node::barrier_poisoned() const noexcept { return barrier_ && barrier_->poisoned(); }
+
+NodeDatagrams& Node::datagrams() {
+  if (!datagrams_) {
+    throw Error(ErrorKind::state, "Node::datagrams", EINVAL,
+                barrier_ ? "this Node was built without datagrams" : "the Node was moved from",
+                "call NodeBuilder::datagrams() on every rank");
+  }
+  return *datagrams_;
+}
 
 void Node::barrier(BarrierOptions options) { run_barrier(nullptr, options); }
 

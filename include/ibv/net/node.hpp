@@ -14,6 +14,7 @@
 //   node.barrier(std::array{0U, rank});  // rank 0 and this rank (the other rank calls it too)
 //
 // Barriers, their timeouts and poisoning: the Node's class comment, and docs/barriers.md.
+// Datagrams to any rank (opt-in, NodeBuilder::datagrams()): node_datagrams.hpp.
 #pragma once
 
 #include <chrono>
@@ -24,10 +25,12 @@
 #include <string>
 
 #include "ibv/channel/channel.hpp"
+#include "ibv/datagram/datagram_endpoint.hpp"
 #include "ibv/duration.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/net/barrier_schedule.hpp"
 #include "ibv/net/network_config.hpp"
+#include "ibv/net/node_datagrams.hpp"
 #include "ibv/net/node_endpoint.hpp"
 #include "ibv/verbs/protection_domain.hpp"
 
@@ -81,17 +84,32 @@ class NodeBuilder {
   NodeBuilder& shared_receive_queue(SharedReceiveQueue srq) noexcept;
   /// Every channel takes its receives from `pool` (ChannelSettings::shared_receive_pool).
   NodeBuilder& shared_receive_pool(SharedReceivePool pool) noexcept;
+  /// Gives the rank a datagram endpoint (a UD queue pair in the Node's protection domain, see
+  /// DatagramEndpoint) for small control messages to any rank: Node::datagrams(). Its address
+  /// rides in the Node's own bootstrap exchange (version 2 of PeerEndpoint / NodeEndpoint), so
+  /// there is no extra round. Off by default; a Node without it makes no UD queue pair and
+  /// sends the same bytes as before. Every rank of a world must make the same choice, with the
+  /// same Q_Key: the handshake refuses a mismatch with ibv::Error (invalid_argument) naming the
+  /// rank. An unset settings.gid_index takes the queue pair settings' gid_index (queue_pair())
+  /// when that one is set. The settings are checked at build().
+  NodeBuilder& datagrams(const DatagramSettings& settings);
+  /// The datagram settings, when datagrams() was called.
+  [[nodiscard]] const std::optional<DatagramSettings>& datagram_settings() const noexcept {
+    return datagrams_;
+  }
 
   /// What every per-peer channel will be built with.
   [[nodiscard]] const ChannelSettings& settings() const noexcept { return channels_.settings(); }
 
-  /// Makes the queue pairs and registers the barrier slots.
+  /// Makes the queue pairs (and the datagram endpoint, when asked for) and registers the
+  /// barrier slots.
   [[nodiscard]] PreparedNode build() const;
 
  private:
   MultiChannelBuilder channels_;
   BarrierAlgorithm algorithm_ = BarrierAlgorithm::dissemination;
   Duration barrier_timeout_{std::chrono::seconds(30)};
+  std::optional<DatagramSettings> datagrams_;
 };
 
 /// A Node whose queue pairs exist but are not connected. Move-only.
@@ -117,7 +135,9 @@ class PreparedNode {
 
   /// Connects to every peer. `remote[r]` is what rank r sent this rank (the entry at rank() is
   /// ignored). Everything is checked first: a wrong count, an entry from another rank or for
-  /// another world size, barrier slots too small, throw ibv::Error (invalid_argument) naming it.
+  /// another world size, barrier slots too small, a rank with a datagram endpoint when this one
+  /// has none or the other way round, or one whose Q_Key differs, throw ibv::Error
+  /// (invalid_argument) naming it.
   /// The peers must have handshaken too before this Node posts anything to them (connect()
   /// sees to that).
   [[nodiscard]] Node handshake(std::span<const PeerEndpoint> remote) &&;
@@ -133,15 +153,23 @@ class PreparedNode {
  private:
   friend class NodeBuilder;  // NodeBuilder::build() makes every PreparedNode
   PreparedNode(PreparedMultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
-               BarrierAlgorithm algorithm, Duration barrier_timeout);
+               BarrierAlgorithm algorithm, Duration barrier_timeout,
+               std::optional<DatagramEndpoint> datagrams);
+  /// This rank's datagram address, when it has datagrams.
+  [[nodiscard]] std::optional<UdAddress> datagram_address() const;
+  /// Throws ibv::Error (invalid_argument) naming `peer` when its datagram address (`theirs`)
+  /// does not match this rank's choice, or its Q_Key differs.
+  void check_datagram_choice(std::uint32_t peer, const std::optional<UdAddress>& theirs) const;
   PreparedMultiChannel channels_;
   std::unique_ptr<detail::RdmaBarrier> barrier_;
   BarrierAlgorithm algorithm_;
   Duration barrier_timeout_;
+  std::optional<DatagramEndpoint> datagrams_;
 };
 
-/// One connected rank of a job: every MultiChannel call (it is one), and barriers over RDMA.
-/// Move-only; not thread-safe.
+/// One connected rank of a job: every MultiChannel call (it is one), barriers over RDMA, and,
+/// when built with NodeBuilder::datagrams(), datagrams to any rank (datagrams()). Move-only;
+/// not thread-safe.
 ///
 /// - barrier() returns once every rank, or every rank of a subset, has entered it; each is
 ///   bounded by a timeout (barrier_timeout(), or BarrierOptions::timeout).
@@ -181,16 +209,25 @@ class Node : public MultiChannel {
   /// Whether an earlier barrier failed, so that every barrier now throws.
   [[nodiscard]] bool barrier_poisoned() const noexcept;
 
+  /// Whether this Node has a datagram endpoint (NodeBuilder::datagrams()).
+  [[nodiscard]] bool has_datagrams() const noexcept { return datagrams_ != nullptr; }
+  /// This rank's datagram endpoint, every rank addressed by its number (NodeDatagrams). The
+  /// reference stays valid while this Node lives (also when it is moved). Throws ibv::Error
+  /// (state) when the Node was built without NodeBuilder::datagrams().
+  [[nodiscard]] NodeDatagrams& datagrams();
+
  private:
   friend class PreparedNode;  // PreparedNode::handshake() makes every Node
   Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
-       BarrierAlgorithm algorithm, Duration barrier_timeout);
+       BarrierAlgorithm algorithm, Duration barrier_timeout,
+       std::unique_ptr<NodeDatagrams> datagrams);
   /// Runs a barrier of `group`, or of every rank when it is null (that group is made once).
   void run_barrier(const BarrierGroup* group, const BarrierOptions& options);
 
   std::unique_ptr<detail::RdmaBarrier> barrier_;
   BarrierAlgorithm algorithm_;
   Duration timeout_;
+  std::unique_ptr<NodeDatagrams> datagrams_;
 };
 
 }  // namespace ibv::net
