@@ -3,7 +3,9 @@
 // (directly from their endpoints, or over a Bootstrap), and running its barriers.
 #include "ibv/net/node.hpp"
 
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -228,9 +230,14 @@ void PreparedNode::check_datagram_choice(std::uint32_t peer,
                            "has datagrams on, and this rank has them off" + std::string(kSame));
   }
   if (datagrams_ && theirs->qkey != datagrams_->address().qkey) {
+    const auto hex = [](std::uint32_t qkey) {
+      std::array<char, 16> text{};
+      std::snprintf(text.data(), text.size(), "0x%08x", qkey);
+      return std::string(text.data());
+    };
     throw_invalid_argument(kOperation, who,
-                           "takes datagrams with Q_Key " + std::to_string(theirs->qkey) +
-                               ", this rank with " + std::to_string(datagrams_->address().qkey) +
+                           "takes datagrams with Q_Key " + hex(theirs->qkey) + ", this rank with " +
+                               hex(datagrams_->address().qkey) +
                                ": each would drop the other's datagrams unseen "
                                "(DatagramSettings::qkey must be the same on every rank)");
   }

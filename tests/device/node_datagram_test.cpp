@@ -279,9 +279,13 @@ TEST(NodeDatagrams, ARankWithAnotherQKeyFailsTheHandshake) {
         const std::lock_guard lock(mutex);
         errors[rank] = error.what();
       });
-  EXPECT_NE(errors[0].find("rank 1 takes datagrams with Q_Key 8738"), std::string::npos)
+  EXPECT_NE(
+      errors[0].find("rank 1 takes datagrams with Q_Key 0x00002222, this rank with 0x11111111"),
+      std::string::npos)
       << errors[0];
-  EXPECT_NE(errors[1].find("rank 0 takes datagrams with Q_Key 286331153"), std::string::npos)
+  EXPECT_NE(
+      errors[1].find("rank 0 takes datagrams with Q_Key 0x11111111, this rank with 0x00002222"),
+      std::string::npos)
       << errors[1];
 }
 
