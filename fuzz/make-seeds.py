@@ -55,6 +55,19 @@ def node_endpoint(rank, world):
     return bytes([1, 0, 0, 0]) + struct.pack(">II", rank, world) + region() + eps
 
 
+def ud_address(qpn=0x33, qkey=0x11111111, lid=0, mtu_code=3,
+               gid=bytes(10) + b"\xff\xff\x0a\x00\x00\x02"):
+    return bytes([1, mtu_code]) + struct.pack(">HII", lid, qpn, qkey) + gid
+
+
+def node_endpoint_v2(rank, world, flags=1, version=2):
+    """Version 2: flag bit 0 says a UdAddress (NodeBuilder::datagrams) follows the region."""
+    eps = b"".join(bytes([1]) + bytes(27) if p == rank else endpoint(0x100 + p, 0, 0x200 + p)
+                   for p in range(world))
+    return (bytes([version, flags, 0, 0]) + struct.pack(">II", rank, world) + region() +
+            (ud_address() if flags & 1 else b"") + eps)
+
+
 def vector(elements):
     return struct.pack(">I", len(elements)) + b"".join(struct.pack(">I", len(e)) + e
                                                        for e in elements)
@@ -136,6 +149,15 @@ def exchanger_seeds():
     write(t, "bad-node-endpoint-rank", control(2, 0, ptype=0) +
           message(1, 2, 0, bytes([1, 0, 0, 0]) + struct.pack(">II", 3, 3) + region() +
                   3 * endpoint()))
+    # NodeEndpoint version 2 (a datagram address after the region), and what must not decode.
+    write(t, "data-node-endpoint-v2", control(3, 0, ptype=0) +
+          message(1, 3, 0, node_endpoint_v2(1, 3)))
+    write(t, "bad-node-endpoint-v2-no-flag", control(3, 0, ptype=0) +
+          message(1, 3, 0, node_endpoint_v2(1, 3, flags=0)))
+    write(t, "bad-node-endpoint-v2-flags", control(3, 0, ptype=0) +
+          message(1, 3, 0, node_endpoint_v2(1, 3, flags=3)))
+    write(t, "bad-node-endpoint-v1-with-flag", control(3, 0, ptype=0) +
+          message(1, 3, 0, node_endpoint_v2(1, 3, version=1)))
     write(t, "bad-vector-count", control(2, 0, ptype=5) +
           message(1, 2, 0, struct.pack(">I", 0xFFFFFFFF) + b"abcd"))
     write(t, "bad-vector-length", control(2, 0, ptype=5) +

@@ -54,7 +54,12 @@ Front check_front(std::span<const std::byte> bytes, std::string_view operation) 
               " name something this version does not know (a newer ibverbs-cpp on the peer?)",
           operation);
     }
-    front.has_datagram = (flags & NodeEndpoint::kHasDatagramFlag) != 0;
+    // One form per value (decode accepts only what encode makes): version 2 exists for the
+    // datagram address, and a form without one is version 1.
+    if ((flags & NodeEndpoint::kHasDatagramFlag) == 0) {
+      bad("version 2 without a datagram address (flag 1 clear): that form is version 1", operation);
+    }
+    front.has_datagram = true;
   } else if (version != NodeEndpoint::kWireVersion) {
     bad("version " + std::to_string(version) + " is neither 1 nor 2 (a different ibverbs-cpp " +
             "version on the peer?)",

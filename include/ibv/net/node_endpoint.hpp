@@ -11,7 +11,8 @@
 //   knows version 1).
 // - version 2: version 1's layout with its first reserved byte used for flags; flag bit 0 says
 //   a UdAddress (UdAddress::kWireSize bytes) follows the fixed part. Written only when there
-//   is a datagram address. Unknown flag bits are refused.
+//   is a datagram address. Unknown flag bits are refused, and so is version 2 without flag
+//   bit 0 (that value's form is version 1: one form per value).
 // A parser of this version reads both. A version-1-only peer that receives version 2 refuses
 // it ("version 2 is not 1"), so a world where the ranks that opted in meet one that cannot
 // fails at the handshake on both sides instead of hanging.
