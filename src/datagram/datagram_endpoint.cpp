@@ -245,7 +245,8 @@ struct DatagramCore {
             .subspan(static_cast<std::size_t>(slot) * mtu, kHeader + payload.size());
     DatagramHeader{destination.next_sequence}.write(buffer.first<kHeader>());
     std::copy(payload.begin(), payload.end(), buffer.subspan(kHeader).begin());
-    const std::array elements{  // our own buffer: unchecked, as post_receive's
+    const std::array elements{
+        // our own buffer: unchecked, as post_receive's
         GatherElement::from_raw(reinterpret_cast<std::uintptr_t>(buffer.data()),
                                 static_cast<std::uint32_t>(buffer.size()), send_mr.lkey())};
     auto request = UdSendRequest::to(slot, elements, destination.ah, to);

@@ -31,6 +31,10 @@ struct ibv_ah_attr;
 
 namespace ibv {
 
+namespace detail {
+struct DatagramCore;
+}  // namespace detail
+
 /// Settings of a MulticastGroup join.
 struct MulticastOptions {
   /// How long the constructor waits for rdma_cm's answer (RDMA_CM_EVENT_MULTICAST_JOIN). On
@@ -74,10 +78,6 @@ struct MulticastOptions {
 /// datagram that finds no posted receive is dropped, and so is one whose Q_Key differs from the
 /// receiving queue pair's. A sender attached to the group receives its own datagrams too
 /// (multicast loopback).
-namespace detail {
-struct DatagramCore;
-}  // namespace detail
-
 class MulticastGroup {
  public:
   /// The Q_Key rdma_cm gives every group joined in its UDP port space (RDMA_UDP_QKEY): what a
