@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -41,22 +42,32 @@ void await_byte(const std::atomic_ref<std::byte>& cell, std::byte expected, cons
   }
 }
 
-/// Spins on `work` (a receive posted ahead) until it completes (poll(): one look at the completion
-/// queue per turn, no clock read, unlike PendingWork::wait()); a failed completion throws
-/// ibv::WorkError, no completion within the timeout a ToolError.
-void await(ibv::PendingWork& work, const Session& session, std::string_view what) {
+/// Spins on `poll()` (one look at a completion queue per turn, no clock read, unlike
+/// PendingWork::wait(); it returns the completion once there is one) until it gives a
+/// completion; a failed one throws ibv::WorkError, none within the timeout a ToolError naming
+/// `what` and `suspect`.
+template <typename Poll>
+void spin_for_completion(Poll&& poll, const Session& session, std::string_view what,
+                         std::string_view suspect) {
   StallWatch watch(session.timeout_ns(), kCheckMask);
   while (true) {
-    if (const auto done = work.poll()) {
+    if (const auto& done = poll()) {  // a reference where poll() gives one: no copy per turn
       if (!done->ok()) throw ibv::WorkError(*done, what);
       return;
     }
     if (watch.stalled()) {
       throw ToolError(ExitCode::run_failed, "no completion of " + std::string(what) + " for " +
                                                 std::to_string(session.options.timeout.count()) +
-                                                " s (is the peer alive?)");
+                                                " s (" + std::string(suspect) + ")");
     }
   }
+}
+
+/// Spins on `work` (a receive posted ahead) until it completes.
+void await(ibv::PendingWork& work, const Session& session, std::string_view what) {
+  spin_for_completion(
+      [&work]() -> const std::optional<ibv::WorkCompletion>& { return work.poll(); }, session, what,
+      "is the peer alive?");
 }
 
 /// The ping-pong of RDMA writes. Returns the client's post timestamps (empty on the server).
@@ -170,23 +181,17 @@ std::vector<std::int64_t> read_sequence(Session& session, std::uint64_t size) {
   return posted;
 }
 
-/// Polls `cq` until one completion arrives; a failed one throws ibv::WorkError, none within the
-/// timeout a ToolError (a lost datagram ends a ping-pong so: UD does not resend).
+/// Polls `cq` until one completion arrives (a lost datagram ends a ping-pong so: UD does not
+/// resend).
 void await_one(const ibv::CompletionQueue& cq, const Session& session, std::string_view what) {
-  StallWatch watch(session.timeout_ns(), kCheckMask);
   std::array<ibv::WorkCompletion, 1> polled{};
-  while (true) {
-    const auto done = cq.poll(polled);
-    if (!done.empty()) {
-      if (!done.front().ok()) throw ibv::WorkError(done.front(), what);
-      return;
-    }
-    if (watch.stalled()) {
-      throw ToolError(ExitCode::run_failed, "no completion of " + std::string(what) + " for " +
-                                                std::to_string(session.options.timeout.count()) +
-                                                " s (a datagram lost, or the peer gone?)");
-    }
-  }
+  spin_for_completion(
+      [&]() -> std::optional<ibv::WorkCompletion> {
+        const auto done = cq.poll(polled);
+        if (done.empty()) return std::nullopt;
+        return done.front();
+      },
+      session, what, "a datagram lost, or the peer gone?");
 }
 
 /// -c UD: the ping-pong of sends on the slot's UD queue pair; every message's receive is posted
