@@ -35,65 +35,11 @@ namespace {
 using namespace std::chrono_literals;
 using ibv_test::throws_error;
 
-/// How the ranks exchange their endpoints.
-enum class ExchangePath { all_to_all, all_gather };
-
 /// The settings every rank's datagram endpoint gets in these tests.
 DatagramSettings node_datagram_settings() {
   DatagramSettings settings;
   settings.timeout = 5s;
   return settings;
-}
-
-/// Runs body(node) on `world` ranks (threads), each built by configure(rank, builder) and
-/// connected over `path` through a Bootstrap of `kind`. Each rank's connect error, if any, goes
-/// to on_connect_error(rank, error) instead (then body does not run for it); every other
-/// exception of a rank is rethrown after all threads have ended.
-void run_datagram_ranks(
-    std::uint32_t world, ExchangePath path, BootstrapKind kind,
-    const std::function<void(std::uint32_t, net::NodeBuilder&)>& configure,
-    const std::function<void(net::Node&, net::Bootstrap&)>& body,
-    const std::function<void(std::uint32_t, const Error&)>& on_connect_error = {}) {
-  const std::string device = open_test_device().name();
-  const net::NetworkConfig config = local_config(world, device);
-  std::mutex mutex;
-  std::exception_ptr first_error;
-  std::vector<std::jthread> threads;
-  for (std::uint32_t rank = 0; rank < world; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        const std::unique_ptr<net::Bootstrap> bootstrap = make_bootstrap(kind, config, rank);
-        const Context context = open_device(device);
-        const ProtectionDomain pd(context);
-        QueuePairSettings settings;
-        settings.gid_index = test_gid_index(context);
-        net::NodeBuilder builder(pd, rank, world);
-        builder.queue_pair(settings).barrier_timeout(20s);
-        configure(rank, builder);
-        net::PreparedNode prepared = builder.build();
-        std::optional<net::Node> node;
-        try {
-          if (path == ExchangePath::all_to_all) {
-            node.emplace(std::move(prepared).connect(*bootstrap));
-          } else {
-            const auto all = bootstrap->all_gather(prepared.endpoint());
-            node.emplace(std::move(prepared).handshake(std::span<const net::NodeEndpoint>(all)));
-            bootstrap->barrier();
-          }
-        } catch (const Error& error) {
-          if (!on_connect_error) throw;
-          on_connect_error(rank, error);
-          return;
-        }
-        body(*node, *bootstrap);
-      } catch (...) {
-        const std::lock_guard lock(mutex);
-        if (!first_error) first_error = std::current_exception();
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  if (first_error) std::rethrow_exception(first_error);
 }
 
 /// What `sender` sends `receiver` as its message number `index`: the three numbers, then a
@@ -149,7 +95,7 @@ class NodeDatagramPaths : public ::testing::TestWithParam<std::tuple<ExchangePat
 
 TEST_P(NodeDatagramPaths, EveryRankSendsToEveryRankAndSeesTheSendersRank) {
   const auto [path, kind] = GetParam();
-  run_datagram_ranks(
+  run_ranks_over(
       4, path, kind,
       [](std::uint32_t, net::NodeBuilder& builder) { builder.datagrams(node_datagram_settings()); },
       [](net::Node& node, net::Bootstrap&) {
@@ -238,7 +184,7 @@ TEST(NodeDatagrams, ARankThatDidNotOptInFailsTheHandshakeOnEveryRankNamingARank)
     std::mutex mutex;
     std::vector<std::string> errors(kWorld);
     const auto started = std::chrono::steady_clock::now();
-    run_datagram_ranks(
+    run_ranks_over(
         kWorld, path, BootstrapKind::hosts_file,
         [](std::uint32_t rank, net::NodeBuilder& builder) {
           if (rank != 2) builder.datagrams(node_datagram_settings());
@@ -265,7 +211,7 @@ TEST(NodeDatagrams, ARankThatDidNotOptInFailsTheHandshakeOnEveryRankNamingARank)
 TEST(NodeDatagrams, ARankWithAnotherQKeyFailsTheHandshake) {
   std::mutex mutex;
   std::vector<std::string> errors(2);
-  run_datagram_ranks(
+  run_ranks_over(
       2, ExchangePath::all_to_all, BootstrapKind::rendezvous,
       [](std::uint32_t rank, net::NodeBuilder& builder) {
         DatagramSettings settings = node_datagram_settings();

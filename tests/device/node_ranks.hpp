@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Device-test helper: a Node world on one device, every rank a thread of this process with its
 // own Context, protection domain and Bootstrap on 127.0.0.1: an Exchanger (a port per rank) or
-// a Rendezvous (one port for the root). Used by node_test.cpp and wait_test.cpp.
+// a Rendezvous (one port for the root). Used by node_test.cpp, node_datagram_test.cpp and
+// wait_test.cpp.
 #pragma once
 
 #include <unistd.h>
@@ -13,13 +14,17 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "device_fixture.hpp"
+#include "ibv/error.hpp"
 #include "ibv/net/bootstrap.hpp"
 #include "ibv/net/exchanger.hpp"
+#include "ibv/net/node.hpp"
 #include "ibv/net/rendezvous.hpp"
 
 namespace ibv::test {
@@ -67,12 +72,20 @@ inline std::unique_ptr<net::Bootstrap> make_bootstrap(BootstrapKind kind,
       static_cast<std::uint32_t>(config.world_size()), net::RendezvousOptions{.timeout = kTimeout});
 }
 
-/// Runs body(node, bootstrap) on `world` ranks, one thread each, every rank connected through
-/// a Bootstrap of `kind`; rethrows the first exception of any rank after all threads have ended.
-inline void run_ranks(std::uint32_t world,
-                      const std::function<void(net::Node&, net::Bootstrap&)>& body,
-                      const std::function<void(net::NodeBuilder&)>& configure = {},
-                      BootstrapKind kind = BootstrapKind::hosts_file) {
+/// How the ranks of a Node test exchange their endpoints: the all_to_all of PeerEndpoints in
+/// PreparedNode::connect(), or an all-gather of NodeEndpoints and PreparedNode::handshake().
+enum class ExchangePath { all_to_all, all_gather };
+
+/// Runs body(node, bootstrap) on `world` ranks, one thread each, each built by
+/// configure(rank, builder) and connected over `path` through a Bootstrap of `kind`. A rank's
+/// connect error goes to on_connect_error(rank, error) when one is given (body then does not
+/// run for that rank); every other exception of a rank is rethrown, the first, after all
+/// threads have ended.
+inline void run_ranks_over(
+    std::uint32_t world, ExchangePath path, BootstrapKind kind,
+    const std::function<void(std::uint32_t, net::NodeBuilder&)>& configure,
+    const std::function<void(net::Node&, net::Bootstrap&)>& body,
+    const std::function<void(std::uint32_t, const Error&)>& on_connect_error = {}) {
   const std::string device = open_test_device().name();
   const net::NetworkConfig config = local_config(world, device);
   std::mutex mutex;
@@ -88,9 +101,23 @@ inline void run_ranks(std::uint32_t world,
         settings.gid_index = test_gid_index(context);
         net::NodeBuilder builder(pd, rank, world);
         builder.queue_pair(settings).barrier_timeout(std::chrono::seconds(20));
-        if (configure) configure(builder);
-        net::Node node = builder.build().connect(*bootstrap);
-        body(node, *bootstrap);
+        if (configure) configure(rank, builder);
+        net::PreparedNode prepared = builder.build();
+        std::optional<net::Node> node;
+        try {
+          if (path == ExchangePath::all_to_all) {
+            node.emplace(std::move(prepared).connect(*bootstrap));
+          } else {
+            const auto all = bootstrap->all_gather(prepared.endpoint());
+            node.emplace(std::move(prepared).handshake(std::span<const net::NodeEndpoint>(all)));
+            bootstrap->barrier();
+          }
+        } catch (const Error& error) {
+          if (!on_connect_error) throw;
+          on_connect_error(rank, error);
+          return;
+        }
+        body(*node, *bootstrap);
       } catch (...) {
         const std::lock_guard lock(mutex);
         if (!first_error) first_error = std::current_exception();
@@ -99,6 +126,21 @@ inline void run_ranks(std::uint32_t world,
   }
   for (auto& thread : threads) thread.join();
   if (first_error) std::rethrow_exception(first_error);
+}
+
+/// Runs body(node, bootstrap) on `world` ranks, one thread each, every rank connected through
+/// a Bootstrap of `kind` (PreparedNode::connect()); rethrows the first exception of any rank
+/// after all threads have ended.
+inline void run_ranks(std::uint32_t world,
+                      const std::function<void(net::Node&, net::Bootstrap&)>& body,
+                      const std::function<void(net::NodeBuilder&)>& configure = {},
+                      BootstrapKind kind = BootstrapKind::hosts_file) {
+  run_ranks_over(
+      world, ExchangePath::all_to_all, kind,
+      [&configure](std::uint32_t /*rank*/, net::NodeBuilder& builder) {
+        if (configure) configure(builder);
+      },
+      body);
 }
 
 }  // namespace ibv::test
