@@ -18,6 +18,7 @@
 #include "ibv/verbs/endpoint.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
 #include "ibv/verbs/work_request.hpp"
+#include "net/unanswered_rank.hpp"
 
 namespace ibv::net::detail {
 namespace {
@@ -606,7 +607,10 @@ void AllToAllCore::fail_completion(const WorkCompletion& completion) {
     case WorkKind::credit: what += "a credit to rank " + std::to_string(peer); break;
     case WorkKind::receive: what += "a receive for rank " + std::to_string(peer); break;
   }
-  if (kind_of(completion.status()) == ErrorKind::peer_gone) what += " (rank gone?)";
+  if (kind_of(completion.status()) == ErrorKind::peer_gone) {
+    what += qps_.at(peer) ? " (" + unanswered_rank_text(peer, qps_[peer]->settings()) + ")"
+                          : std::string(" (rank gone, or too slow to answer)");
+  }
   fail(WorkError(completion, what));
 }
 

@@ -11,6 +11,7 @@
 
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
+#include "net/unanswered_rank.hpp"
 
 namespace ibv::net::detail {
 namespace {
@@ -111,6 +112,7 @@ void RdmaBarrier::run(MultiChannel& channels, const BarrierGroup& group, Barrier
   group_ = &group;
   algorithm_ = algorithm;
   timeout_ = timeout;
+  channels_ = &channels;
   const auto deadline = Clock::now() + timeout;
   try {
     const auto& steps = schedule(group, algorithm);
@@ -123,9 +125,11 @@ void RdmaBarrier::run(MultiChannel& channels, const BarrierGroup& group, Barrier
   } catch (const std::exception& error) {
     poison_ = error.what();
     group_ = nullptr;
+    channels_ = nullptr;
     throw;
   }
   group_ = nullptr;
+  channels_ = nullptr;
 }
 
 void RdmaBarrier::signal(MultiChannel& channels, std::size_t round, std::uint32_t peer,
@@ -202,13 +206,18 @@ void RdmaBarrier::reap(std::optional<Clock::time_point> deadline) {
     if (!completion) return false;
     work.reset();
     if (!completion->ok()) {
-      // A signal the peer never acknowledged (retry_exceeded: it vanished) is peer_gone, as on
-      // a channel; any other failure has its completion's kind.
-      throw Error(kind_of(completion->status()), kOperation, EIO,
+      // A signal the peer never acknowledged (retry_exceeded: it vanished, or is too busy to
+      // answer in time) is peer_gone, as on a channel; any other failure has its completion's
+      // kind.
+      const ErrorKind kind = kind_of(completion->status());
+      const std::string who =
+          kind == ErrorKind::peer_gone
+              ? unanswered_rank_text(peer, channels_->channel(peer).queue_pair().settings())
+              : "rank " + std::to_string(peer) + " may have exited or its device failed";
+      throw Error(kind, kOperation, EIO,
                   current() + ": the signal to rank " + std::to_string(peer) +
                       " failed: " + completion->to_string(),
-                  "rank " + std::to_string(peer) + " may have exited or its device failed; " +
-                      std::string(kPoisonHint));
+                  who + "; " + std::string(kPoisonHint));
     }
     return true;
   });

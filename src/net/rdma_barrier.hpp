@@ -84,6 +84,7 @@ class RdmaBarrier {
   BarrierAlgorithm algorithm_ = BarrierAlgorithm::dissemination;
   std::size_t rounds_ = 0;
   Duration timeout_{};
+  MultiChannel* channels_ = nullptr;  // while run() runs: the queue pairs' retry budget
   std::optional<std::string> poison_;
 };
 

@@ -76,6 +76,10 @@ Duration AckTimeout::duration() const noexcept {
   return std::chrono::nanoseconds(std::int64_t{4096} << exponent_);
 }
 
+Duration retry_budget(AckTimeout timeout, RetryCount retries) noexcept {
+  return timeout.duration() * (retries.value() + 1);
+}
+
 RetryCount::RetryCount(std::uint8_t count) : count_(count) {
   if (count > 7) {
     throw_invalid_argument("RetryCount", "retry_count " + std::to_string(count),

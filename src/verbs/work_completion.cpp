@@ -60,8 +60,9 @@ std::string_view explain(WorkStatus status) noexcept {
     case WorkStatus::remote_operation_error:
       return "the peer could not complete the operation (its receive queue or QP failed)";
     case WorkStatus::retry_exceeded:
-      return "no ACK from the peer within ack_timeout x retry_count: the peer is gone or "
-             "unreachable";
+      return "no ACK from the peer within ack_timeout x (retry_count + 1): the peer is gone, "
+             "unreachable, or alive but too busy to answer in time (more busy-polling processes "
+             "than cores: docs/safety.md, \"A live peer reported gone\")";
     case WorkStatus::rnr_retry_exceeded:
       return "the peer had no receive posted, through all RNR retries";
     case WorkStatus::local_qp_operation_error:

@@ -141,10 +141,30 @@ TEST(RetryCount, RejectsEightAndAbove) {
   EXPECT_TRUE(throws_invalid_argument([] { (void)ibv::RetryCount(255); }, {"retry_count"}));
 }
 
-TEST(RetryCount, DefaultIsSeven) {
+TEST(RetryCount, DefaultIsSixNotSeven) {
   // 6, not 7: rxe takes 7 as "retry forever" (see queue_pair_settings.hpp).
   EXPECT_EQ(ibv::RetryCount::default_value().value(), 6);
   EXPECT_EQ(ibv::RetryCount::default_value(), ibv::RetryCount(6));
+}
+
+// --- retry_budget ----------------------------------------------------------------------------
+
+TEST(RetryBudget, IsTheAckTimeoutTimesTheRetriesPlusOne) {
+  EXPECT_EQ(ibv::retry_budget(ibv::AckTimeout(14), ibv::RetryCount(6)),
+            nanoseconds(7 * 67'108'864));
+  EXPECT_EQ(ibv::retry_budget(ibv::AckTimeout(1), ibv::RetryCount(0)), nanoseconds(8192));
+  EXPECT_EQ(ibv::retry_budget(ibv::AckTimeout(20), ibv::RetryCount(7)),
+            8 * ibv::AckTimeout(20).duration());
+}
+
+TEST(RetryBudget, OfTheDefaultsIsAboutHalfASecond) {
+  const auto budget =
+      ibv::retry_budget(ibv::AckTimeout::default_value(), ibv::RetryCount::default_value());
+  EXPECT_EQ(std::chrono::round<std::chrono::milliseconds>(nanoseconds(budget)).count(), 470);
+}
+
+TEST(RetryBudget, OfAnInfiniteAckTimeoutIsZero) {
+  EXPECT_EQ(ibv::retry_budget(ibv::AckTimeout::infinite(), ibv::RetryCount(6)), nanoseconds(0));
 }
 
 // --- RnrRetryCount ---------------------------------------------------------------------------

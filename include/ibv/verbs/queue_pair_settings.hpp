@@ -82,6 +82,14 @@ class RetryCount {
   std::uint8_t count_;
 };
 
+/// How long a reliable queue pair keeps retrying a request its peer does not acknowledge before
+/// the request fails with retry_exceeded: the ACK timeout times (retries + 1). Zero for
+/// AckTimeout::infinite(). Devices round the timeout their own way (some wait up to twice as
+/// long), so read it as "about". A peer that is alive but too busy to answer within it (more
+/// busy-polling processes than cores) is reported gone all the same: docs/safety.md, "A live
+/// peer reported gone".
+[[nodiscard]] Duration retry_budget(AckTimeout timeout, RetryCount retries) noexcept;
+
 /// How often a send is retried when the peer has no receive posted (RNR NAK) before it fails
 /// with rnr_retry_exceeded: 0..6. The verbs value 7 means "retry forever" and is only available
 /// as the explicitly named RnrRetryCount::infinite().
