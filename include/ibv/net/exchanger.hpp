@@ -55,7 +55,7 @@ struct ExchangerOptions {
 ///
 /// Every exchange is bounded by one deadline and fails fast: a peer that sends anything that
 /// breaks the protocol, closes its connection or can not be reached ends the exchange with an
-/// ibv::Error (kind protocol, connection or timeout) naming the rank, its address and exactly
+/// ibv::Error (kind protocol, peer_gone or timeout) naming the rank, its address and exactly
 /// what went wrong. The connections are then closed (so the peers fail promptly too) and the
 /// Exchanger is unusable: later calls throw ErrorKind::state.
 ///
@@ -99,8 +99,9 @@ class Exchanger final : public Bootstrap {
   /// the Exchanger stays usable); otherwise, and then the Exchanger is unusable afterwards:
   /// protocol when a peer or a stray client sends something that breaks the protocol (garbage,
   /// another protocol version, an unknown, higher or duplicate rank, another world size or
-  /// sequence number, an oversized message), connection when a peer closes its connection
-  /// during the exchange or a message arrives truncated, timeout (ETIMEDOUT) when the deadline
+  /// sequence number, an oversized message), peer_gone when a peer closes or breaks its
+  /// connection during the exchange (a message cut short included), connection when a client
+  /// closes its connection in the middle of its hello, timeout (ETIMEDOUT) when the deadline
   /// passes, naming the ranks waited for and why (e.g. "rank 3 at node04:18515 refused the
   /// connection 57 times: is it running?"); state when an earlier exchange failed or the
   /// Exchanger was moved from.
