@@ -496,7 +496,7 @@ def markdown(report, out):
         lines += ["![per-rank throughput and ratios](all_to_all.png)", ""]
 
         # Targets.
-        lines += ["## Targets (issue 38)", ""]
+        lines += ["## Targets", ""]
         for b in tp["boots"]:
             row = next((r for r in b["sizes"] if r["bytes"] == TARGET_SIZE), None)
             if not row:

@@ -838,7 +838,7 @@ TEST(ExchangerHostile, AnAcceptorThatClosesMidMessageIsPeerGone) {
   EXPECT_LT(outcome.elapsed, kPrompt);
 }
 
-// Issue 17: two ranks of one machine whose entries name different addresses and the same port
+// Two ranks of one machine whose entries name different addresses and the same port
 // (two rails, the multi-host testbed) each listen on their own address by default, so each
 // dial reaches the rank it is meant for.
 TEST(Exchanger, RanksOfOneMachineWithDistinctAddressesShareAPort) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Tests that an operation value is safe to keep and to address to a peer, and takes only the
-// options that can apply to it (issue 36): it holds up to op::kInlineElements elements itself,
+// options that can apply to it: it holds up to op::kInlineElements elements itself,
 // refuses a temporary container it would have to point into; a MultiChannel takes only the peer
 // forms of the operations on a peer's memory; a receive has no options, a read or atomic no
 // inline data, a blocking call no `signaled`. What must not compile is checked with
@@ -141,7 +141,7 @@ TEST(ElementList, ACopyHoldsItsOwnElements) {
   EXPECT_EQ(reference_copy.span().front().address(), 7U);
 }
 
-// The example of issue 36: operations made from temporary arrays, kept in a vector, posted
+// Operations made from temporary arrays, kept in a vector, posted
 // later. Their requests name the elements held in the vector's values (under ASan a dangling
 // element would be a stack-use-after-scope report here).
 std::vector<op::AnySend> operations_from_temporaries() {
