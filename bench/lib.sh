@@ -37,6 +37,25 @@ bench_command() {
   echo "${text% }"
 }
 
+# perftest as a user would name it: the version of the Debian package. Its tools print another
+# number (Debian's 4.5+0.17-1 says "Version: 6.06"), so both are recorded. Looked up where dpkg
+# is (the host) and passed into the testbed's guest, which has no dpkg, as an IBV_* variable.
+if [[ -z ${IBV_PERFTEST_PACKAGE:-} ]] && command -v dpkg-query >/dev/null 2>&1; then
+  IBV_PERFTEST_PACKAGE=$(dpkg-query -W -f '${Version}' perftest 2>/dev/null)
+  export IBV_PERFTEST_PACKAGE
+fi
+
+# bench_perftest_version: "4.5+0.17-1 (its tools say 6.06)", or what is known of the two.
+bench_perftest_version() {
+  local tool
+  tool=$(ib_write_bw --version 2>/dev/null | awk '/[0-9]/ { print $NF; exit }')
+  if [[ -n ${IBV_PERFTEST_PACKAGE:-} && -n $tool ]]; then
+    echo "$IBV_PERFTEST_PACKAGE (its tools say $tool)"
+  else
+    echo "${IBV_PERFTEST_PACKAGE:-${tool:-?}}"
+  fi
+}
+
 # bench_carry_env PREFIX...: testbed/run passes only IBV_* and GTEST_* variables into the
 # guest, so a script that re-runs itself there would lose its own overrides (BENCH_LAT_REPEAT,
 # WAIT_BENCH_GAPS, ...). On the host, before testbed/run: exports every variable whose name
