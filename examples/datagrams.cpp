@@ -179,7 +179,7 @@ int main(int argc, char** argv) try {
   if (args[0] == "--send") return send_stream(pd, args[1], args[2]);
   if (args[0] == "--receive") return receive_stream(pd, args[1], args[2], false);
   if (args[0] == "--receive-slowly") return receive_stream(pd, args[1], args[2], true);
-  std::fprintf(stderr, "datagrams: unknown mode %s\n", argv[1]);
+  std::fprintf(stderr, "datagrams: unknown mode %.40s\n", argv[1]);  // quoted briefly
   return 2;
 } catch (const std::exception& error) {
   std::fprintf(stderr, "datagrams: %s\n", error.what());
