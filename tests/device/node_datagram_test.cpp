@@ -222,6 +222,7 @@ TEST(NodeDatagrams, ARankWithAnotherQKeyFailsTheHandshake) {
         ADD_FAILURE() << "rank " << node.rank() << " connected";
       },
       [&](std::uint32_t rank, const Error& error) {
+        EXPECT_EQ(error.kind(), ErrorKind::invalid_argument) << error.what();
         const std::lock_guard lock(mutex);
         errors[rank] = error.what();
       });

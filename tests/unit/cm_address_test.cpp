@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
 // Unit tests of the rdma_cm layer's pure checks: IP address literals and ConnectOptions, which
-// Channel::connect and ChannelListener reject before they create anything.
+// Channel::connect and ChannelListener reject before they create anything, and the kind an
+// rdma_cm call's errno becomes.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+
+#include <cerrno>
+#include <string>
 
 #include <gtest/gtest.h>
 
 #include "cm/address.hpp"
+#include "cm/cm_id.hpp"
 #include "ibv/error.hpp"
 
 namespace ibv::detail {
@@ -150,6 +155,28 @@ TEST(CmOptions, EveryTimeoutMustBePositive) {
   options.channel.timeouts.drop = -1ms;
   EXPECT_EQ(kind_of([&] { check_options(options, "test"); }), ErrorKind::invalid_argument);
   EXPECT_EQ(kind_of([] { check_positive(0ms, "timeout", "test"); }), ErrorKind::invalid_argument);
+}
+
+// An address with no route through an RDMA device, one that no host answers for, and a refused
+// connection could not be made: connection errors. A peer that does not answer in time is a
+// timeout. (Which errno a real network gives is for the device test
+// Cm.UnreachableAddressFailsWithinItsTimeouts.)
+TEST(CmError, NoRouteAndARefusalAreConnectionErrorsAndSilenceIsATimeout) {
+  for (const int errno_value : {ENETUNREACH, EHOSTUNREACH, ECONNREFUSED}) {
+    SCOPED_TRACE(errno_value);
+    EXPECT_EQ(kind_of([&] { throw_cm_error("rdma_resolve_addr", errno_value, "resolving x"); }),
+              ErrorKind::connection);
+  }
+  EXPECT_EQ(kind_of([] { throw_cm_error("rdma_connect", ETIMEDOUT, "connecting to x"); }),
+            ErrorKind::timeout);
+  try {
+    throw_cm_error("rdma_resolve_addr", ENETUNREACH, "resolving 192.0.2.1:7471");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rdma_resolve_addr failed: resolving 192.0.2.1:7471"), std::string::npos)
+        << what;
+    EXPECT_EQ(e.errno_value(), ENETUNREACH) << what;
+  }
 }
 
 TEST(CmOptions, GidIndexAndCompletionQueueSize) {

@@ -5,8 +5,10 @@
 // forms of the operations on a peer's memory; a receive has no options, a read or atomic no
 // inline data, a blocking call no `signaled`. What must not compile is checked with
 // static_assert(!concept) (a concept's requires-expression may be invalid, a bare one may
-// not); what is kept is checked under the sanitizer lanes as well (asan-unit), which would
-// report a dangling element.
+// not), inside tests named for what they check: a static_assert in a function body is checked
+// when this file compiles, so a promise broken there fails the build, and the pages name these
+// tests beside the promises they back (scripts/check-promises). What is kept is checked under
+// the sanitizer lanes as well (asan-unit), which would report a dangling element.
 #include <infiniband/verbs.h>
 
 #include <array>
@@ -65,35 +67,38 @@ concept multi_scope_posts_all = requires(MultiChannelScope& scope, const Operati
 
 // --- what an element list takes --------------------------------------------------------------
 
-// Held in the value (copied): one element, a std::array of up to kInlineElements, temporary or
-// not.
-static_assert(std::is_constructible_v<op::GatherList, GatherElement>);
-static_assert(std::is_constructible_v<op::GatherList, std::array<GatherElement, 4>>);
-static_assert(std::is_constructible_v<op::GatherList, std::array<GatherElement, 4>&&>);
-static_assert(std::is_constructible_v<op::GatherList, const std::array<GatherElement, 1>&>);
-// Held by reference: a span, or a container that is not a temporary.
-static_assert(std::is_constructible_v<op::GatherList, std::span<const GatherElement>>);
-static_assert(std::is_constructible_v<op::GatherList, std::vector<GatherElement>&>);
-static_assert(std::is_constructible_v<op::GatherList, const std::vector<GatherElement>&>);
-static_assert(std::is_constructible_v<op::GatherList, std::array<GatherElement, 5>&>);
-// Refused: a temporary container it would have to point into.
-static_assert(!std::is_constructible_v<op::GatherList, std::vector<GatherElement>>);
-static_assert(!std::is_constructible_v<op::GatherList, std::vector<GatherElement>&&>);
-static_assert(!std::is_constructible_v<op::GatherList, const std::vector<GatherElement>&&>);
-static_assert(!std::is_constructible_v<op::GatherList, std::array<GatherElement, 5>>);
-// Copies that cannot throw (a vector of operations grows by copying them).
-static_assert(std::is_nothrow_copy_constructible_v<op::GatherList> &&
-              std::is_nothrow_copy_constructible_v<op::Write>);
-// And the wrong kind of element, as before.
-static_assert(!std::is_constructible_v<op::GatherList, ScatterElement>);
-static_assert(!std::is_constructible_v<op::ScatterList, std::array<GatherElement, 2>>);
-static_assert(!std::is_constructible_v<op::ScatterList, std::vector<GatherElement>&>);
-// The operations take their lists the same way.
-static_assert(!makes<op::Write, std::vector<GatherElement>, RemoteMemoryRegion>);
-static_assert(!makes<op::Send, std::array<GatherElement, 5>>);
-static_assert(!makes<op::Receive, std::vector<ScatterElement>>);
-static_assert(makes<op::Write, std::array<GatherElement, 2>, RemoteMemoryRegion>);
-static_assert(makes<op::Write, std::vector<GatherElement>&, RemoteMemoryRegion>);
+// Checked when this file compiles (the test only names the check).
+TEST(ElementList, TakesWhatItCanHoldAndATemporaryItWouldPointIntoDoesNotCompile) {
+  // Held in the value (copied): one element, a std::array of up to kInlineElements, temporary
+  // or not.
+  static_assert(std::is_constructible_v<op::GatherList, GatherElement>);
+  static_assert(std::is_constructible_v<op::GatherList, std::array<GatherElement, 4>>);
+  static_assert(std::is_constructible_v<op::GatherList, std::array<GatherElement, 4>&&>);
+  static_assert(std::is_constructible_v<op::GatherList, const std::array<GatherElement, 1>&>);
+  // Held by reference: a span, or a container that is not a temporary.
+  static_assert(std::is_constructible_v<op::GatherList, std::span<const GatherElement>>);
+  static_assert(std::is_constructible_v<op::GatherList, std::vector<GatherElement>&>);
+  static_assert(std::is_constructible_v<op::GatherList, const std::vector<GatherElement>&>);
+  static_assert(std::is_constructible_v<op::GatherList, std::array<GatherElement, 5>&>);
+  // Refused: a temporary container it would have to point into.
+  static_assert(!std::is_constructible_v<op::GatherList, std::vector<GatherElement>>);
+  static_assert(!std::is_constructible_v<op::GatherList, std::vector<GatherElement>&&>);
+  static_assert(!std::is_constructible_v<op::GatherList, const std::vector<GatherElement>&&>);
+  static_assert(!std::is_constructible_v<op::GatherList, std::array<GatherElement, 5>>);
+  // Copies that cannot throw (a vector of operations grows by copying them).
+  static_assert(std::is_nothrow_copy_constructible_v<op::GatherList> &&
+                std::is_nothrow_copy_constructible_v<op::Write>);
+  // And the wrong kind of element, as before.
+  static_assert(!std::is_constructible_v<op::GatherList, ScatterElement>);
+  static_assert(!std::is_constructible_v<op::ScatterList, std::array<GatherElement, 2>>);
+  static_assert(!std::is_constructible_v<op::ScatterList, std::vector<GatherElement>&>);
+  // The operations take their lists the same way.
+  static_assert(!makes<op::Write, std::vector<GatherElement>, RemoteMemoryRegion>);
+  static_assert(!makes<op::Send, std::array<GatherElement, 5>>);
+  static_assert(!makes<op::Receive, std::vector<ScatterElement>>);
+  static_assert(makes<op::Write, std::array<GatherElement, 2>, RemoteMemoryRegion>);
+  static_assert(makes<op::Write, std::vector<GatherElement>&, RemoteMemoryRegion>);
+}
 
 TEST(ElementList, HoldsUpToFourElementsItself) {
   const op::GatherList list(std::array{gather(0x10), gather(0x20), gather(0x30), gather(0x40)});
@@ -177,31 +182,37 @@ template <typename Operation>
 concept requests_of_temporary = requires(Operation&& operation, std::uint64_t wr_id) {
   std::move(operation).request(wr_id);
 };
-static_assert(!requests_of_temporary<op::Send> && !requests_of_temporary<op::Receive> &&
-              !requests_of_temporary<op::Write> && !requests_of_temporary<op::AnySend>);
-static_assert(op::SendOperation<op::Send> && op::SendOperation<op::AnySend>);
+// Checked when this file compiles (the test only names the check).
+TEST(OperationValue, ARequestOfATemporaryDoesNotCompile) {
+  static_assert(!requests_of_temporary<op::Send> && !requests_of_temporary<op::Receive> &&
+                !requests_of_temporary<op::Write> && !requests_of_temporary<op::AnySend>);
+  static_assert(op::SendOperation<op::Send> && op::SendOperation<op::AnySend>);
+}
 
 // --- peer-addressed operations -----------------------------------------------------------------
 
 const PeerRemoteMemoryRegion kPeer3(3, kSafetyRemote);
 
-// A MultiChannel takes the operations that name no peer memory, and the peer forms of the rest;
-// a plain RemoteMemoryRegion, which says no peer, is not one.
-static_assert(op::PeerOperation<op::Send> && op::PeerOperation<op::Receive>);
-static_assert(op::PeerOperation<op::PeerWrite> && op::PeerOperation<op::PeerRead> &&
-              op::PeerOperation<op::PeerFetchAdd> && op::PeerOperation<op::PeerCompareSwap> &&
-              op::PeerOperation<op::PeerAnySend>);
-static_assert(!op::PeerOperation<op::Write> && !op::PeerOperation<op::Read> &&
-              !op::PeerOperation<op::FetchAdd> && !op::PeerOperation<op::CompareSwap> &&
-              !op::PeerOperation<op::AnySend>);
-static_assert(!multi_executes<op::Write> && !multi_posts<op::Read> && !multi_awaits<op::Write> &&
-              !multi_scope_posts_all<std::vector<op::AnySend>>);
-static_assert(multi_executes<op::PeerWrite> && multi_posts<op::PeerRead> &&
-              multi_awaits<op::PeerWrite> && multi_scope_posts_all<std::vector<op::PeerAnySend>>);
-static_assert(multi_executes<op::Send> && multi_posts<op::Receive>);
-// A peer form does not take a plain region, nor a plain form a tagged one.
-static_assert(!makes<op::PeerWrite, GatherElement, RemoteMemoryRegion>);
-static_assert(!makes<op::Write, GatherElement, PeerRemoteMemoryRegion>);
+// Checked when this file compiles (the test only names the check).
+TEST(PeerOperation, APlainRegionDoesNotCompileOnAMultiChannel) {
+  // A MultiChannel takes the operations that name no peer memory, and the peer forms of the rest;
+  // a plain RemoteMemoryRegion, which says no peer, is not one.
+  static_assert(op::PeerOperation<op::Send> && op::PeerOperation<op::Receive>);
+  static_assert(op::PeerOperation<op::PeerWrite> && op::PeerOperation<op::PeerRead> &&
+                op::PeerOperation<op::PeerFetchAdd> && op::PeerOperation<op::PeerCompareSwap> &&
+                op::PeerOperation<op::PeerAnySend>);
+  static_assert(!op::PeerOperation<op::Write> && !op::PeerOperation<op::Read> &&
+                !op::PeerOperation<op::FetchAdd> && !op::PeerOperation<op::CompareSwap> &&
+                !op::PeerOperation<op::AnySend>);
+  static_assert(!multi_executes<op::Write> && !multi_posts<op::Read> && !multi_awaits<op::Write> &&
+                !multi_scope_posts_all<std::vector<op::AnySend>>);
+  static_assert(multi_executes<op::PeerWrite> && multi_posts<op::PeerRead> &&
+                multi_awaits<op::PeerWrite> && multi_scope_posts_all<std::vector<op::PeerAnySend>>);
+  static_assert(multi_executes<op::Send> && multi_posts<op::Receive>);
+  // A peer form does not take a plain region, nor a plain form a tagged one.
+  static_assert(!makes<op::PeerWrite, GatherElement, RemoteMemoryRegion>);
+  static_assert(!makes<op::Write, GatherElement, PeerRemoteMemoryRegion>);
+}
 
 TEST(PeerOperation, NamesTheOwnerOfItsRegion) {
   EXPECT_EQ(op::region_owner(op::PeerWrite{gather(1), kPeer3}), 3U);
@@ -238,19 +249,23 @@ concept multi_scope_posts_all_addressed = requires(MultiChannelScope& scope,
                                                    const Operations& operations) {
   scope.post_all(operations);
 };
-// post_all takes ranges of op::ToPeer, and a ToPeer only a peer operation.
-static_assert(op::Addressed<op::ToPeer<op::Send>> && !op::Addressed<op::Send>);
-static_assert(std::same_as<op::addressed_t<op::ToPeer<op::PeerRead>>, op::PeerRead>);
-static_assert(multi_posts_all<std::vector<op::ToPeer<op::PeerWrite>>> &&
-              multi_posts_all<std::array<op::ToPeer<op::Receive>, 2>> &&
-              multi_scope_posts_all_addressed<std::vector<op::ToPeer<op::Send>>>);
-static_assert(!multi_posts_all<std::vector<op::PeerWrite>> &&
-              !multi_posts_all<std::vector<op::Send>>);
 template <typename Operation>
 concept addressable = requires {
   typename op::ToPeer<Operation>;
 };
-static_assert(addressable<op::PeerWrite> && !addressable<op::Write>);
+// Checked when this file compiles (the test only names the check).
+TEST(ToPeer, PostAllTakesOnlyRangesOfAddressedPeerOperations) {
+  // post_all takes ranges of op::ToPeer, and a ToPeer only a peer operation.
+  static_assert(op::Addressed<op::ToPeer<op::Send>> && !op::Addressed<op::Send>);
+  static_assert(std::same_as<op::addressed_t<op::ToPeer<op::PeerRead>>, op::PeerRead>);
+  static_assert(multi_posts_all<std::vector<op::ToPeer<op::PeerWrite>>> &&
+                multi_posts_all<std::array<op::ToPeer<op::Receive>, 2>> &&
+                multi_scope_posts_all_addressed<std::vector<op::ToPeer<op::Send>>>);
+  static_assert(!multi_posts_all<std::vector<op::PeerWrite>> &&
+                !multi_posts_all<std::vector<op::Send>>);
+  static_assert(addressable<op::PeerWrite> && !addressable<op::Write>);
+}
+
 // The named calls are the Channel's alone (docs/operations.md): none on a MultiChannel, and no
 // batch calls.
 template <typename Multi>
@@ -266,18 +281,21 @@ concept named_multi_calls = requires(Multi& multi, std::span<const GatherElement
             std::span<const GatherElement> data) {
   multi.post_multicast_send(peers, data);
 };
-static_assert(!named_multi_calls<MultiChannel> && !named_multi_calls<MultiChannelScope>);
 template <typename Scope>
 concept named_scope_calls = requires(Scope& scope, std::span<const GatherElement> data) {
   scope.post_send(data);
 };
-static_assert(!named_scope_calls<ChannelScope>);
 template <typename Channel>
 concept named_channel_calls = requires(Channel& channel, std::span<const GatherElement> data) {
   channel.send(data);
   channel.post_send(data);
 };
-static_assert(named_channel_calls<Channel>);  // the seed's vocabulary stays on the Channel
+// Checked when this file compiles (the test only names the check).
+TEST(OperationVocabulary, TheNamedCallsAreTheChannelsAlone) {
+  static_assert(!named_multi_calls<MultiChannel> && !named_multi_calls<MultiChannelScope>);
+  static_assert(!named_scope_calls<ChannelScope>);
+  static_assert(named_channel_calls<Channel>);  // the seed's vocabulary stays on the Channel
+}
 
 TEST(ToPeer, ToEachAddressesEveryRankOnceInOrder) {
   const std::array peers{2U, 0U, 5U};
@@ -346,29 +364,39 @@ concept scope_posts_all_unsignaled = requires(ChannelScope& scope, const Operati
   scope.post_all(operations, {.signaled = false});
 };
 
-// A receive has no options: neither signaled nor inline.
-static_assert(std::is_empty_v<ReceiveOptions>);
-static_assert(!posts_unsignaled<op::Receive> && !posts_inline<op::Receive>);
-static_assert(!scope_posts_unsignaled<op::Receive> && scope_posts_unsignaled<op::Write>);
-// A read or an atomic cannot ask for inline data; it may be unsignaled when not waited for.
-static_assert(!posts_inline<op::Read> && !posts_inline<op::FetchAdd> &&
-              !posts_inline<op::CompareSwap> && !posts_inline<op::PeerRead>);
-static_assert(posts_unsignaled<op::Read> && posts_unsignaled<op::FetchAdd> &&
-              posts_unsignaled<op::CompareSwap>);
-// Sends and writes take both when posted.
-static_assert(posts_unsignaled<op::Write> && posts_inline<op::Write> && posts_inline<op::Send>);
-// Unsignaled work cannot go to a blocking or coroutine call; sends and writes there take the
-// inline choice, other operations no options.
-static_assert(!executes_unsignaled<op::Write> && !executes_unsignaled<op::Send> &&
-              !awaits_unsignaled<op::Write> && !awaits_unsignaled<op::Send>);
-static_assert(executes_with_inline<op::Write> && executes_with_inline<op::Send>);
-static_assert(!executes_with_inline<op::Read> && !executes_with_inline<op::FetchAdd> &&
-              !executes_with_inline<op::Receive>);
-// A mixed list takes only what every alternative takes: signaled or not, no inline choice.
-static_assert(std::same_as<op::options_t<op::AnySend>, SignalingOptions>);
-static_assert(!scope_posts_all_inline<std::vector<op::AnySend>> &&
-              scope_posts_all_unsignaled<std::vector<op::AnySend>>);
-static_assert(scope_posts_all_inline<std::vector<op::Write>>);
+template <typename Operation>
+concept multi_executes_unsignaled = requires(MultiChannel& channels, const Operation& operation) {
+  channels.execute(1U, operation, {.signaled = false});
+};
+template <typename Operation>
+concept multi_executes_with_inline = requires(MultiChannel& channels, const Operation& operation) {
+  channels.execute(1U, operation, {.inline_data = InlinePolicy::never});
+};
+template <typename Operation>
+concept multi_awaits_unsignaled = requires(MultiChannel& channels, const Operation& operation) {
+  ibv::async(channels, 1U, operation, {.signaled = false});
+};
+template <typename Operation>
+concept multi_awaits_with_inline = requires(MultiChannel& channels, const Operation& operation) {
+  ibv::async(channels, 1U, operation, {.inline_data = InlinePolicy::never});
+};
+
+// Checked when this file compiles (the test only names the check).
+TEST(OperationOptions, ABlockingOrCoroutineCallWithSignaledDoesNotCompile) {
+  // Unsignaled work cannot go to a blocking or coroutine call (it waits for its own
+  // completion); sends and writes there take the inline choice, other operations no options.
+  static_assert(!executes_unsignaled<op::Write> && !executes_unsignaled<op::Send> &&
+                !awaits_unsignaled<op::Write> && !awaits_unsignaled<op::Send>);
+  static_assert(executes_with_inline<op::Write> && executes_with_inline<op::Send>);
+  static_assert(!executes_with_inline<op::Read> && !executes_with_inline<op::FetchAdd> &&
+                !executes_with_inline<op::Receive>);
+  // The same on a MultiChannel, blocking and as a coroutine.
+  static_assert(!multi_executes_unsignaled<op::PeerWrite> && !multi_executes_unsignaled<op::Send> &&
+                !multi_awaits_unsignaled<op::PeerWrite> && !multi_awaits_unsignaled<op::Send>);
+  static_assert(multi_executes_with_inline<op::PeerWrite> && multi_executes_with_inline<op::Send> &&
+                multi_awaits_with_inline<op::PeerWrite>);
+}
+
 // A type of the caller's takes every option (checked when posted), or what it declares.
 struct OwnWrite {
   RemoteMemoryRegion destination;
@@ -383,6 +411,27 @@ struct OwnRead {
     return SendRequest::read(wr_id, {}, source);
   }
 };
-static_assert(posts_inline<OwnWrite> && !posts_inline<OwnRead> && posts_unsignaled<OwnRead>);
+
+// Checked when this file compiles (the test only names the check).
+TEST(OperationOptions, AnOptionThatCannotApplyToThePostDoesNotCompile) {
+  // A receive has no options: neither signaled nor inline.
+  static_assert(std::is_empty_v<ReceiveOptions>);
+  static_assert(!posts_unsignaled<op::Receive> && !posts_inline<op::Receive>);
+  static_assert(!scope_posts_unsignaled<op::Receive> && scope_posts_unsignaled<op::Write>);
+  // A read or an atomic cannot ask for inline data; it may be unsignaled when not waited for.
+  static_assert(!posts_inline<op::Read> && !posts_inline<op::FetchAdd> &&
+                !posts_inline<op::CompareSwap> && !posts_inline<op::PeerRead>);
+  static_assert(posts_unsignaled<op::Read> && posts_unsignaled<op::FetchAdd> &&
+                posts_unsignaled<op::CompareSwap>);
+  // Sends and writes take both when posted.
+  static_assert(posts_unsignaled<op::Write> && posts_inline<op::Write> && posts_inline<op::Send>);
+  // A mixed list takes only what every alternative takes: signaled or not, no inline choice.
+  static_assert(std::same_as<op::options_t<op::AnySend>, SignalingOptions>);
+  static_assert(!scope_posts_all_inline<std::vector<op::AnySend>> &&
+                scope_posts_all_unsignaled<std::vector<op::AnySend>>);
+  static_assert(scope_posts_all_inline<std::vector<op::Write>>);
+  // A type of the caller's: every option, or what it declares.
+  static_assert(posts_inline<OwnWrite> && !posts_inline<OwnRead> && posts_unsignaled<OwnRead>);
+}
 
 }  // namespace
