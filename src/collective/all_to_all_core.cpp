@@ -175,6 +175,8 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
       send_length_(send_memory.length()),
       send_lkey_(send_memory.lkey()),
       receive_bytes_(receive_memory.bytes()),
+      send_registration_(send_memory.shared()),
+      receive_registration_(receive_memory.shared()),
       cq_([&] {
         // Everything is checked before anything is created.
         if (bootstrap.rank() != node.rank() || bootstrap.world_size() != node.world_size()) {
@@ -589,6 +591,10 @@ void AllToAllCore::fence() noexcept {
   // the requests still queued on a queue pair that failed by itself, retry exceeded: a wait
   // for them would last until its deadline). The peers' queue pairs to this rank then fail too.
   for (auto& qp : qps_) qp.reset();
+  // Nothing of the collective uses the keys any more: a region whose handle the caller let go
+  // of is deregistered now, and its remote key means nothing to the peers.
+  send_registration_.reset();
+  receive_registration_.reset();
 }
 
 void AllToAllCore::fail_completion(const WorkCompletion& completion) {

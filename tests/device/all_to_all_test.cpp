@@ -5,7 +5,8 @@
 // whatever the generator draws. Credits are checked by a reader that holds its rounds while the
 // others run ahead: without them its slots would be overwritten. Faults: a rank that stops
 // calling and a rank whose queue pairs vanish (a rank killed for real, SIGKILL, is in
-// rank_fault_test.cpp). Bad input is refused before anything is posted.
+// rank_fault_test.cpp). Bad input is refused before anything is posted. The collective keeps
+// its registrations while it lives (the caller's handles may go).
 #include <poll.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <optional>
 #include <span>
@@ -86,7 +88,7 @@ class Rank {
         send_mr_(node.protection_domain().register_local(send_)),
         receive_mr_(
             node.protection_domain().register_remote_accessible(receive_, RemoteAccess::write())),
-        all_to_all_(node, bootstrap, send_mr_, receive_mr_, settings),
+        all_to_all_(node, bootstrap, *send_mr_, *receive_mr_, settings),
         parts_(world_) {}
 
   /// Fills the send memory (block round mod send_copies) with round `round`'s parts and
@@ -124,7 +126,10 @@ class Rank {
   }
 
   PersistentAllToAll& all_to_all() { return all_to_all_; }
-  const MemoryRegion& send_mr() const { return send_mr_; }
+  /// The MemoryRegion handles (the collective shares their registrations): a test may let go
+  /// of them while the collective lives.
+  std::optional<MemoryRegion>& send_mr() { return send_mr_; }
+  std::optional<MemoryRegion>& receive_mr() { return receive_mr_; }
   std::span<std::byte> send() { return send_; }
   std::span<const std::byte> receive() const { return receive_; }
 
@@ -135,8 +140,8 @@ class Rank {
   std::uint32_t copies_;
   std::vector<std::byte> send_;
   std::vector<std::byte> receive_;
-  MemoryRegion send_mr_;
-  MemoryRegion receive_mr_;
+  std::optional<MemoryRegion> send_mr_;
+  std::optional<MemoryRegion> receive_mr_;
   PersistentAllToAll all_to_all_;
   std::vector<std::span<const std::byte>> parts_;
 };
@@ -538,6 +543,36 @@ TEST(AllToAllFault, ARankWhoseQueuePairsVanishIsNamed) {
             << error->what();
         EXPECT_NE(std::string(error->what()).find("rank 2"), std::string::npos) << error->what();
         EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)rank->all_to_all().poll(); }));
+        // The fence let go of the registrations with the queue pairs: the handles are the only
+        // owners left, so destroying them deregisters (the receive memory's key is dead then).
+        EXPECT_EQ(rank->send_mr()->shared().use_count(), 1);
+        EXPECT_EQ(rank->receive_mr()->shared().use_count(), 1);
+      },
+      spin_briefly);
+}
+
+TEST(AllToAll, RegionsWhoseHandlesAreDestroyedStayRegisteredWhileTheCollectiveLives) {
+  // Every rank destroys both MemoryRegion handles right after the build: the collective's
+  // shares keep the registrations (the send memory's local key, the receive memory's remote
+  // key that the peers write with), so every round still carries every byte. They are
+  // deregistered with the collective, not before and not never.
+  run_ranks(
+      3,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        std::optional<Rank> rank;
+        rank.emplace(node, bootstrap, AllToAllSettings{.slot_size = 509, .timeout = 20s});
+        EXPECT_EQ(rank->send_mr()->shared().use_count(), 2);  // the handle and the collective
+        const std::weak_ptr<ibv_mr> send_registration = rank->send_mr()->shared();
+        const std::weak_ptr<ibv_mr> receive_registration = rank->receive_mr()->shared();
+        rank->send_mr().reset();
+        rank->receive_mr().reset();
+        EXPECT_FALSE(send_registration.expired());
+        EXPECT_FALSE(receive_registration.expired());
+        for (std::uint64_t n = 0; n < 6; ++n) rank->check(rank->all_to_all().run(rank->parts(n)));
+        node.barrier();  // no rank ends its collective while a peer is in its last round
+        rank.reset();    // the collective first, then the memory (Rank's members in order)
+        EXPECT_TRUE(send_registration.expired());
+        EXPECT_TRUE(receive_registration.expired());
       },
       spin_briefly);
 }

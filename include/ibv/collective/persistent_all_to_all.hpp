@@ -38,8 +38,14 @@ class Node;
 /// - **Memory.** The caller's: `send_memory` (any registration on the Node's protection
 ///   domain) holds the parts a round sends; `receive_memory` (registered with remote write
 ///   access) holds world_size() x slots_per_peer slots of slot_size bytes, round n's part from
-///   rank r at offset ((n mod slots_per_peer) x world_size() + r) x slot_size. Both must
-///   outlive the collective.
+///   rank r at offset ((n mod slots_per_peer) x world_size() + r) x slot_size.
+/// - **Registrations and memory: who keeps what.** The collective shares both registrations
+///   (MemoryRegion::shared()) until it is destroyed or a failure fences it: destroying a
+///   MemoryRegion handle meanwhile does not deregister it, so no request of the collective
+///   names a dead key and the receive memory's remote key, which the peers know, names that
+///   memory and nothing else. The memory itself stays the caller's: keep it allocated until
+///   the collective is destroyed or has failed (a registration pins the pages; it does not
+///   keep a freed buffer from being reused). [docs/all-to-all.md](docs/all-to-all.md)
 /// - **A round.** start() (or run()) takes one span per rank; each part goes by one RDMA write
 ///   with immediate data (its size, the round modulo 32, credits) into its slot at the receiver,
 ///   the own part by a local copy. wait() returns the round once every rank's part for it has
@@ -75,7 +81,8 @@ class PersistentAllToAll {
   /// Builds the collective on every rank at once: makes a queue pair per peer on the Node's
   /// protection domain (with its channels' queue pair settings), exchanges the slots' addresses
   /// and the queue pairs' endpoints over `bootstrap` (the one the Node was connected with),
-  /// connects, posts the receives and ends in bootstrap.barrier().
+  /// connects, posts the receives and ends in bootstrap.barrier(). Takes a share of each
+  /// registration (the class comment says what that keeps and what it does not).
   ///
   /// Throws ibv::Error (invalid_argument) before anything is created: a setting out of range,
   /// memory of another protection domain, receive memory without remote write access or too
