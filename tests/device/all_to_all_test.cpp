@@ -6,7 +6,8 @@
 // others run ahead: without them its slots would be overwritten. Faults: a rank that stops
 // calling and a rank whose queue pairs vanish (a rank killed for real, SIGKILL, is in
 // rank_fault_test.cpp). Bad input is refused before anything is posted. The collective keeps
-// its registrations while it lives (the caller's handles may go).
+// its registrations while it lives (the caller's handles may go), and a moved-from collective
+// refuses every call.
 #include <poll.h>
 
 #include <algorithm>
@@ -573,6 +574,64 @@ TEST(AllToAll, RegionsWhoseHandlesAreDestroyedStayRegisteredWhileTheCollectiveLi
         rank.reset();    // the collective first, then the memory (Rank's members in order)
         EXPECT_TRUE(send_registration.expired());
         EXPECT_TRUE(receive_registration.expired());
+      },
+      spin_briefly);
+}
+
+TEST(AllToAll, EveryCallOfAMovedFromCollectiveThrowsState) {
+  // The collective is moved away, mid-job, with a round held: every call on the moved-from
+  // object is a state error saying so, while the held round and the collective it moved to
+  // go on; assigning to the moved-from object makes it usable again. Building on a moved-from
+  // Node or MemoryRegion is the same error.
+  run_ranks(
+      2,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        Rank rank(node, bootstrap, {.slot_size = 200, .timeout = 20s});
+        PersistentAllToAll& original = rank.all_to_all();
+        AllToAllRound held = original.run(rank.parts(0));
+        PersistentAllToAll moved = std::move(original);
+        const auto moved_from = [&](auto&& call) {
+          return throws_error(ErrorKind::state, call, {"this PersistentAllToAll was moved from"});
+        };
+        // NOLINTBEGIN(bugprone-use-after-move): what a moved-from collective does is the point
+        EXPECT_TRUE(moved_from([&] { original.start(rank.parts(1)); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.poll(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.wait(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.run(rank.parts(1)); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.rank(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.world_size(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.settings(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.rounds_started(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.failed(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.completion_fd(); }));
+        EXPECT_TRUE(moved_from([&] { original.arm_completion_fd(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.consume_completion_events(); }));
+        // NOLINTEND(bugprone-use-after-move)
+        rank.check(held);  // the round belongs to the collective it moved to
+        EXPECT_EQ(moved.rounds_started(), 1U);
+        rank.check(moved.run(rank.parts(1)));
+        held.release();  // round 0's slots go back to the collective it moved to
+        // Assigning to a moved-from collective is fine.
+        original = std::move(moved);
+        rank.check(original.run(rank.parts(2)));
+        node.barrier();  // no rank ends its collective while a peer is in its last round
+
+        MemoryRegion region = std::move(*rank.send_mr());
+        net::Node taken = std::move(node);
+        // NOLINTBEGIN(bugprone-use-after-move): building on moved-from objects is the point
+        EXPECT_TRUE(throws_error(ErrorKind::state,
+                                 [&] {
+                                   (void)PersistentAllToAll(node, bootstrap, *rank.send_mr(),
+                                                            region, {.slot_size = 200});
+                                 },
+                                 {"send_memory, a MemoryRegion, was moved from"}));
+        EXPECT_TRUE(throws_error(ErrorKind::state,
+                                 [&] {
+                                   (void)PersistentAllToAll(node, bootstrap, region,
+                                                            *rank.receive_mr(), {.slot_size = 200});
+                                 },
+                                 {"the Node was moved from"}));
+        // NOLINTEND(bugprone-use-after-move)
       },
       spin_briefly);
 }
