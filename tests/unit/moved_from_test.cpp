@@ -4,12 +4,14 @@
 #include "detail/moved_from.hpp"
 
 #include <cerrno>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
 #include <gtest/gtest.h>
 
 #include "ibv/collective/persistent_all_to_all.hpp"
+#include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/net/node.hpp"
 #include "ibv/verbs/memory_region.hpp"
 #include "support/error_matchers.hpp"
@@ -42,6 +44,23 @@ TEST(MovedFrom, TheErrorIsStateAndNamesTheCallAndTheObject) {
             std::string::npos)
       << what;
   EXPECT_NE(what.find("destroyed or assigned to"), std::string::npos) << what;
+}
+
+TEST(MovedFrom, OnlyAMultiChannelOfNoRanksIsMovedFrom) {
+  // A MultiChannel (a Node) has at least its own rank; a moved-from one has none.
+  const auto error =
+      error_of([] { ibv::detail::check_channels_not_moved_from(0, "MultiChannel::peers"); });
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->kind(), ibv::ErrorKind::state);
+  EXPECT_NE(std::string(error->what()).find("this MultiChannel or Node was moved from"),
+            std::string::npos)
+      << error->what();
+  for (const std::uint32_t world : {1U, 2U, 0xffffffffU}) {
+    EXPECT_FALSE(error_of([world] {
+                   ibv::detail::check_channels_not_moved_from(world, "MultiChannel::peers");
+                 }).has_value())
+        << world;
+  }
 }
 
 }  // namespace
