@@ -12,6 +12,7 @@
 
 #include "channel/wait_loop.hpp"
 #include "detail/big_endian.hpp"
+#include "detail/moved_from.hpp"
 #include "detail/positive_timeout.hpp"
 #include "ibv/net/bootstrap.hpp"
 #include "ibv/net/node.hpp"
@@ -83,6 +84,14 @@ std::string rank_list(const std::vector<std::uint32_t>& ranks) {
   }
   if (ranks.size() > kNamed) text += " and " + std::to_string(ranks.size() - kNamed) + " more";
   return text;
+}
+
+/// `memory`, checked not to be moved from before anything reads its registration.
+const MemoryRegion& registered(const MemoryRegion& memory, const char* argument) {
+  if (!memory.shared()) {
+    ibv::detail::throw_moved_from(kBuild, std::string(argument) + ", a MemoryRegion,");
+  }
+  return memory;
 }
 
 void check_settings(const AllToAllSettings& settings) {
@@ -171,12 +180,15 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
                   : std::min(settings.peers_in_flight, node.world_size() - 1)),
       send_depth_(2 * settings.slots_per_peer + 1),  // size_all_to_all() checks them
       receive_depth_(2 * settings.slots_per_peer),
-      send_address_(send_memory.address()),
+      send_address_(registered(send_memory, "send_memory").address()),
       send_length_(send_memory.length()),
       send_lkey_(send_memory.lkey()),
-      receive_bytes_(receive_memory.bytes()),
+      receive_bytes_(registered(receive_memory, "receive_memory").bytes()),
+      send_registration_(send_memory.shared()),
+      receive_registration_(receive_memory.shared()),
       cq_([&] {
         // Everything is checked before anything is created.
+        if (node.world_size() == 0) ibv::detail::throw_moved_from(kBuild, "the Node");
         if (bootstrap.rank() != node.rank() || bootstrap.world_size() != node.world_size()) {
           throw_invalid_argument(kBuild, "bootstrap",
                                  "is for rank " + std::to_string(bootstrap.rank()) + " of " +
@@ -589,6 +601,10 @@ void AllToAllCore::fence() noexcept {
   // the requests still queued on a queue pair that failed by itself, retry exceeded: a wait
   // for them would last until its deadline). The peers' queue pairs to this rank then fail too.
   for (auto& qp : qps_) qp.reset();
+  // Nothing of the collective uses the keys any more: a region whose handle the caller let go
+  // of is deregistered now, and its remote key means nothing to the peers.
+  send_registration_.reset();
+  receive_registration_.reset();
 }
 
 void AllToAllCore::fail_completion(const WorkCompletion& completion) {

@@ -166,11 +166,16 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
   std::uint32_t send_depth_;
   std::uint32_t receive_depth_;
 
-  // The caller's memory.
+  // The caller's memory: what a round uses of it, read once at build (nothing per round
+  // touches the registrations), and a share of each registration, so that its keys stay
+  // valid while the queue pairs (declared after, destroyed first) may use them. The fence lets
+  // go of the shares with the queue pairs.
   std::uint64_t send_address_;
   std::size_t send_length_;
   std::uint32_t send_lkey_;
   std::span<std::byte> receive_bytes_;
+  std::shared_ptr<ibv_mr> send_registration_;
+  std::shared_ptr<ibv_mr> receive_registration_;
 
   std::optional<CompletionChannel> completion_channel_;
   CompletionQueue cq_;

@@ -6,8 +6,20 @@
 #include <utility>
 
 #include "collective/all_to_all_core.hpp"
+#include "detail/moved_from.hpp"
 
 namespace ibv::net {
+namespace {
+
+/// The core of a PersistentAllToAll, for `call`; throws ibv::Error (state) for a moved-from
+/// one. A test of the pointer every call loads anyway.
+detail::AllToAllCore& core_of(const std::shared_ptr<detail::AllToAllCore>& core, const char* call) {
+  if (!core) [[unlikely]]
+    ibv::detail::throw_moved_from(call, "this PersistentAllToAll");
+  return *core;
+}
+
+}  // namespace
 
 PersistentAllToAll::PersistentAllToAll(Node& node, Bootstrap& bootstrap,
                                        const MemoryRegion& send_memory,
@@ -20,27 +32,45 @@ PersistentAllToAll& PersistentAllToAll::operator=(PersistentAllToAll&&) noexcept
 PersistentAllToAll::~PersistentAllToAll() = default;
 
 void PersistentAllToAll::start(std::span<const std::span<const std::byte>> parts) {
-  core_->start(parts);
+  core_of(core_, "PersistentAllToAll::start").start(parts);
 }
-std::optional<AllToAllRound> PersistentAllToAll::poll() { return core_->poll(); }
-AllToAllRound PersistentAllToAll::wait(Timeout timeout) { return core_->wait(timeout); }
+std::optional<AllToAllRound> PersistentAllToAll::poll() {
+  return core_of(core_, "PersistentAllToAll::poll").poll();
+}
+AllToAllRound PersistentAllToAll::wait(Timeout timeout) {
+  return core_of(core_, "PersistentAllToAll::wait").wait(timeout);
+}
 AllToAllRound PersistentAllToAll::run(std::span<const std::span<const std::byte>> parts,
                                       Timeout timeout) {
-  core_->start(parts);
-  return core_->wait(timeout);
+  detail::AllToAllCore& core = core_of(core_, "PersistentAllToAll::run");
+  core.start(parts);
+  return core.wait(timeout);
 }
 
-std::uint32_t PersistentAllToAll::rank() const noexcept { return core_->rank(); }
-std::uint32_t PersistentAllToAll::world_size() const noexcept { return core_->world_size(); }
-const AllToAllSettings& PersistentAllToAll::settings() const noexcept { return core_->settings(); }
-std::uint64_t PersistentAllToAll::rounds_started() const noexcept {
-  return core_->rounds_started();
+std::uint32_t PersistentAllToAll::rank() const {
+  return core_of(core_, "PersistentAllToAll::rank").rank();
 }
-bool PersistentAllToAll::failed() const noexcept { return core_->failed(); }
-int PersistentAllToAll::completion_fd() const { return core_->completion_fd(); }
-void PersistentAllToAll::arm_completion_fd() { core_->arm_completion_fd(); }
+std::uint32_t PersistentAllToAll::world_size() const {
+  return core_of(core_, "PersistentAllToAll::world_size").world_size();
+}
+const AllToAllSettings& PersistentAllToAll::settings() const {
+  return core_of(core_, "PersistentAllToAll::settings").settings();
+}
+std::uint64_t PersistentAllToAll::rounds_started() const {
+  return core_of(core_, "PersistentAllToAll::rounds_started").rounds_started();
+}
+bool PersistentAllToAll::failed() const {
+  return core_of(core_, "PersistentAllToAll::failed").failed();
+}
+int PersistentAllToAll::completion_fd() const {
+  return core_of(core_, "PersistentAllToAll::completion_fd").completion_fd();
+}
+void PersistentAllToAll::arm_completion_fd() {
+  core_of(core_, "PersistentAllToAll::arm_completion_fd").arm_completion_fd();
+}
 std::size_t PersistentAllToAll::consume_completion_events() {
-  return core_->consume_completion_events();
+  return core_of(core_, "PersistentAllToAll::consume_completion_events")
+      .consume_completion_events();
 }
 
 AllToAllRound::AllToAllRound(AllToAllRound&& other) noexcept

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "detail/moved_from.hpp"
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
 
@@ -167,6 +168,7 @@ MultiChannel::MultiChannel(ProtectionDomain pd, std::uint32_t rank,
     : pd_(std::move(pd)), rank_(rank), channels_(std::move(channels)), timeouts_(timeouts) {}
 
 std::vector<std::uint32_t> MultiChannel::peers() const {
+  detail::check_channels_not_moved_from(world_size(), "MultiChannel::peers");
   std::vector<std::uint32_t> peers;
   peers.reserve(channels_.size());
   for (std::uint32_t peer = 0; peer < world_size(); ++peer) {
@@ -176,12 +178,15 @@ std::vector<std::uint32_t> MultiChannel::peers() const {
 }
 
 void MultiChannel::throw_no_channel(std::uint32_t peer, const char* call) const {
+  detail::check_channels_not_moved_from(world_size(),
+                                        call == nullptr ? "MultiChannel::channel" : call);
   if (call == nullptr)
     ibv::throw_no_channel("MultiChannel::channel", peer, rank_, channels_.size());
   ibv::throw_no_channel(call, peer, rank_, channels_.size(), "; nothing was posted");
 }
 
 std::optional<std::uint32_t> MultiChannel::peer_of(const WorkCompletion& completion) const {
+  detail::check_channels_not_moved_from(world_size(), "MultiChannel::peer_of");
   for (std::uint32_t peer = 0; peer < world_size(); ++peer) {
     if (channels_[peer] && channels_[peer]->queue_pair().qp_number() == completion.qp_number()) {
       return peer;
@@ -201,6 +206,7 @@ namespace {
 
 int MultiChannel::completion_fd() const {
   constexpr std::string_view kOperation = "MultiChannel::completion_fd";
+  detail::check_channels_not_moved_from(world_size(), kOperation);
   std::optional<int> fd;
   for (const auto& channel : channels_) {
     if (!channel) continue;
@@ -216,6 +222,7 @@ int MultiChannel::completion_fd() const {
 }
 
 void MultiChannel::arm_completion_fd() {
+  detail::check_channels_not_moved_from(world_size(), "MultiChannel::arm_completion_fd");
   (void)completion_fd();  // throws unless one channel covers every peer
   for (auto& channel : channels_) {
     if (channel) channel->arm_completion_fd();
@@ -223,6 +230,7 @@ void MultiChannel::arm_completion_fd() {
 }
 
 std::size_t MultiChannel::consume_completion_events() {
+  detail::check_channels_not_moved_from(world_size(), "MultiChannel::consume_completion_events");
   (void)completion_fd();
   for (auto& channel : channels_) {
     if (channel) return channel->consume_completion_events();  // the one shared channel

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "channel/wait_loop.hpp"
+#include "detail/moved_from.hpp"
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
@@ -62,6 +63,7 @@ auto wait_for_any(std::vector<std::optional<Channel>>& channels, Duration limit,
 
 std::optional<PeerCompletion> MultiChannel::poll_shared_any() {
   const auto world = world_size();
+  detail::check_channels_not_moved_from(world, "MultiChannel::poll_shared_any");
   for (std::uint32_t step = 0; step < world; ++step) {
     const std::uint32_t peer = (next_shared_ + step) % world;
     if (!channels_[peer]) continue;
@@ -75,6 +77,7 @@ std::optional<PeerCompletion> MultiChannel::poll_shared_any() {
 
 std::optional<PeerMessage> MultiChannel::poll_message_any() {
   const auto world = world_size();
+  detail::check_channels_not_moved_from(world, "MultiChannel::poll_message_any");
   for (std::uint32_t step = 0; step < world; ++step) {
     const std::uint32_t peer = (next_shared_ + step) % world;
     if (!channels_[peer]) continue;
@@ -95,6 +98,7 @@ std::optional<PeerMessage> MultiChannel::poll_message_any() {
 }
 
 PeerCompletion MultiChannel::receive_shared_any(Timeout timeout) {
+  detail::check_channels_not_moved_from(world_size(), "MultiChannel::receive_shared_any");
   check_timeout(timeout, "receive_shared_any");
   const auto limit = timeout.value_or(timeouts_.operation);
   auto received = wait_for_any(channels_, limit, [&] { return poll_shared_any(); });
@@ -107,6 +111,7 @@ PeerCompletion MultiChannel::receive_shared_any(Timeout timeout) {
 }
 
 PeerMessage MultiChannel::receive_message_any(Timeout timeout) {
+  detail::check_channels_not_moved_from(world_size(), "MultiChannel::receive_message_any");
   check_timeout(timeout, "receive_message_any");
   const auto limit = timeout.value_or(timeouts_.operation);
   auto received = wait_for_any(channels_, limit, [&] { return poll_message_any(); });

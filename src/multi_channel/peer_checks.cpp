@@ -5,6 +5,7 @@
 #include <string>
 
 #include "channel/channel_core.hpp"
+#include "detail/moved_from.hpp"
 #include "ibv/error.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
 
@@ -22,6 +23,7 @@ std::string element(std::size_t index) { return "operations[" + std::to_string(i
 /// Throws unless `peer` has a channel in `channels` and `owner`, if any, is `peer`.
 void check_peer(const MultiChannel& channels, const char* call, std::size_t index,
                 std::uint32_t peer, std::optional<std::uint32_t> owner) {
+  ibv::detail::check_channels_not_moved_from(channels.world_size(), call);
   const std::string where = element(index) + ".peer " + std::to_string(peer);
   if (peer == channels.rank()) {
     throw_invalid_argument(call, where,

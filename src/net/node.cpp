@@ -9,12 +9,25 @@
 #include <string>
 #include <utility>
 
+#include "detail/moved_from.hpp"
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
 #include "ibv/net/bootstrap.hpp"
 #include "net/rdma_barrier.hpp"
 
 namespace ibv::net {
+namespace {
+
+/// Throws ibv::Error (state) from `operation` unless `barrier` is there: a PreparedNode hands
+/// it to its Node at handshake() (so handshake() and connect() move from it too), and a Node
+/// hands it over when moved, so an object without it was moved from.
+void check_not_moved_from(const std::unique_ptr<detail::RdmaBarrier>& barrier,
+                          std::string_view what, std::string_view operation) {
+  if (!barrier) [[unlikely]]
+    ibv::detail::throw_moved_from(operation, what);
+}
+
+}  // namespace
 
 NodeBuilder::NodeBuilder(ProtectionDomain pd, std::uint32_t rank, std::uint32_t world_size)
     : channels_(std::move(pd), rank, world_size) {}
@@ -111,6 +124,7 @@ PreparedNode& PreparedNode::operator=(PreparedNode&&) noexcept = default;
 PreparedNode::~PreparedNode() = default;
 
 NodeEndpoint PreparedNode::endpoint() const {
+  check_not_moved_from(barrier_, "this PreparedNode", "PreparedNode::endpoint");
   NodeEndpoint endpoint{.rank = rank(),
                         .world_size = world_size(),
                         .queue_pairs = {},
@@ -124,6 +138,7 @@ NodeEndpoint PreparedNode::endpoint() const {
 }
 
 PeerEndpoint PreparedNode::endpoint_for(std::uint32_t peer) const {
+  check_not_moved_from(barrier_, "this PreparedNode", "PreparedNode::endpoint_for");
   const auto& endpoints = channels_.endpoints();
   if (peer >= endpoints.size()) {
     throw_invalid_argument("PreparedNode::endpoint_for", "peer " + std::to_string(peer),
@@ -142,6 +157,7 @@ std::optional<UdAddress> PreparedNode::datagram_address() const {
 }
 
 Node PreparedNode::handshake(std::span<const NodeEndpoint> remote) && {
+  check_not_moved_from(barrier_, "this PreparedNode", "PreparedNode::handshake");
   std::vector<PeerEndpoint> mine(remote.size());
   for (std::uint32_t peer = 0; peer < remote.size(); ++peer) {
     const NodeEndpoint& endpoint = remote[peer];
@@ -163,6 +179,7 @@ Node PreparedNode::handshake(std::span<const NodeEndpoint> remote) && {
 
 Node PreparedNode::handshake(std::span<const PeerEndpoint> remote) && {
   constexpr std::string_view kOperation = "PreparedNode::handshake";
+  check_not_moved_from(barrier_, "this PreparedNode", kOperation);
   const std::uint32_t world = world_size();
   if (remote.size() != world) {
     throw_invalid_argument(kOperation, "remote endpoints",
@@ -244,6 +261,7 @@ void PreparedNode::check_datagram_choice(std::uint32_t peer,
 }
 
 Node PreparedNode::connect(Bootstrap& bootstrap) && {
+  check_not_moved_from(barrier_, "this PreparedNode", "PreparedNode::connect");
   if (bootstrap.rank() != rank() || bootstrap.world_size() != world_size()) {
     throw_invalid_argument("PreparedNode::connect", "bootstrap",
                            "is rank " + std::to_string(bootstrap.rank()) + " of " +
@@ -276,9 +294,10 @@ Node::~Node() = default;
 bool Node::barrier_poisoned() const noexcept { return barrier_ && barrier_->poisoned(); }
 
 NodeDatagrams& Node::datagrams() {
+  check_not_moved_from(barrier_, "this Node", "Node::datagrams");
   if (!datagrams_) {
     throw Error(ErrorKind::state, "Node::datagrams", EINVAL,
-                barrier_ ? "this Node was built without datagrams" : "the Node was moved from",
+                "this Node was built without datagrams",
                 "call NodeBuilder::datagrams() on every rank");
   }
   return *datagrams_;
@@ -287,14 +306,14 @@ NodeDatagrams& Node::datagrams() {
 void Node::barrier(BarrierOptions options) { run_barrier(nullptr, options); }
 
 void Node::barrier(std::span<const std::uint32_t> ranks, BarrierOptions options) {
+  // Before the group is made, which a moved-from Node's world size of 0 would refuse.
+  check_not_moved_from(barrier_, "this Node", "Node::barrier");
   const auto group = BarrierGroup::subset({ranks.begin(), ranks.end()}, rank(), world_size());
   run_barrier(&group, options);
 }
 
 void Node::run_barrier(const BarrierGroup* group, const BarrierOptions& options) {
-  if (!barrier_) {
-    throw Error(ErrorKind::state, "Node::barrier", EINVAL, "the Node was moved from");
-  }
+  check_not_moved_from(barrier_, "this Node", "Node::barrier");
   const auto timeout = options.timeout.value_or(timeout_);
   ibv::detail::check_positive_timeout(timeout, "Node::barrier", "the barrier was not entered");
   const auto algorithm = options.algorithm.value_or(algorithm_);

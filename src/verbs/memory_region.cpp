@@ -23,17 +23,24 @@ std::uint64_t address_of(const void* pointer) noexcept {
   return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pointer));
 }
 
+/// The deleter of a registration: deregisters it and forgets its local key in its protection
+/// domain, which it keeps alive until then (ibv_dealloc_pd fails while a region is registered),
+/// also when every MemoryRegion handle went before the last owner of the registration.
+struct Deregister {
+  ProtectionDomain pd;
+  void operator()(ibv_mr* mr) const noexcept {
+    if (mr == nullptr) return;  // a null registration, refused by the constructor
+    pd.local_keys().remove(mr->lkey);
+    if (const int rc = ibv_dereg_mr(mr); rc != 0) {
+      std::fprintf(stderr, "ibverbs-cpp: ibv_dereg_mr failed (errno %d)\n", rc);
+    }
+  }
+};
+
 }  // namespace
 
-void MemoryRegion::Deregister::operator()(ibv_mr* mr) const noexcept {
-  if (keys != nullptr) keys->remove(mr->lkey);
-  if (const int rc = ibv_dereg_mr(mr); rc != 0) {
-    std::fprintf(stderr, "ibverbs-cpp: ibv_dereg_mr failed (errno %d)\n", rc);
-  }
-}
-
 MemoryRegion::MemoryRegion(ProtectionDomain pd, ibv_mr* owned, RemoteAccess access)
-    : pd_(std::move(pd)), mr_(owned, Deregister{&pd_.local_keys()}), access_(access) {
+    : pd_(std::move(pd)), mr_(owned, Deregister{pd_}), access_(access) {
   if (owned == nullptr) throw_invalid_argument("MemoryRegion", "registration", "is null");
   if (owned->pd != pd_.native()) {
     throw_invalid_argument("MemoryRegion", "registration",
@@ -44,11 +51,10 @@ MemoryRegion::MemoryRegion(ProtectionDomain pd, ibv_mr* owned, RemoteAccess acce
 
 MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
   if (this != &other) {
-    // Member-wise assignment would release the old protection domain first: if that was its
-    // last reference, ibv_dealloc_pd fails (a region is still registered) and the PD leaks.
-    mr_.reset();
-    pd_ = std::move(other.pd_);
+    // The registration held before goes first (deregistered unless shared); its deleter keeps
+    // its own copy of the protection domain, so the domain outlives it whatever the order.
     mr_ = std::move(other.mr_);
+    pd_ = std::move(other.pd_);
     access_ = other.access_;
   }
   return *this;

@@ -5,7 +5,9 @@
 // whatever the generator draws. Credits are checked by a reader that holds its rounds while the
 // others run ahead: without them its slots would be overwritten. Faults: a rank that stops
 // calling and a rank whose queue pairs vanish (a rank killed for real, SIGKILL, is in
-// rank_fault_test.cpp). Bad input is refused before anything is posted.
+// rank_fault_test.cpp). Bad input is refused before anything is posted. The collective keeps
+// its registrations while it lives (the caller's handles may go), and a moved-from collective
+// refuses every call.
 #include <poll.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <optional>
 #include <span>
@@ -86,7 +89,7 @@ class Rank {
         send_mr_(node.protection_domain().register_local(send_)),
         receive_mr_(
             node.protection_domain().register_remote_accessible(receive_, RemoteAccess::write())),
-        all_to_all_(node, bootstrap, send_mr_, receive_mr_, settings),
+        all_to_all_(node, bootstrap, *send_mr_, *receive_mr_, settings),
         parts_(world_) {}
 
   /// Fills the send memory (block round mod send_copies) with round `round`'s parts and
@@ -124,7 +127,10 @@ class Rank {
   }
 
   PersistentAllToAll& all_to_all() { return all_to_all_; }
-  const MemoryRegion& send_mr() const { return send_mr_; }
+  /// The MemoryRegion handles (the collective shares their registrations): a test may let go
+  /// of them while the collective lives.
+  std::optional<MemoryRegion>& send_mr() { return send_mr_; }
+  std::optional<MemoryRegion>& receive_mr() { return receive_mr_; }
   std::span<std::byte> send() { return send_; }
   std::span<const std::byte> receive() const { return receive_; }
 
@@ -135,8 +141,8 @@ class Rank {
   std::uint32_t copies_;
   std::vector<std::byte> send_;
   std::vector<std::byte> receive_;
-  MemoryRegion send_mr_;
-  MemoryRegion receive_mr_;
+  std::optional<MemoryRegion> send_mr_;
+  std::optional<MemoryRegion> receive_mr_;
   PersistentAllToAll all_to_all_;
   std::vector<std::span<const std::byte>> parts_;
 };
@@ -538,6 +544,94 @@ TEST(AllToAllFault, ARankWhoseQueuePairsVanishIsNamed) {
             << error->what();
         EXPECT_NE(std::string(error->what()).find("rank 2"), std::string::npos) << error->what();
         EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)rank->all_to_all().poll(); }));
+        // The fence let go of the registrations with the queue pairs: the handles are the only
+        // owners left, so destroying them deregisters (the receive memory's key is dead then).
+        EXPECT_EQ(rank->send_mr()->shared().use_count(), 1);
+        EXPECT_EQ(rank->receive_mr()->shared().use_count(), 1);
+      },
+      spin_briefly);
+}
+
+TEST(AllToAll, RegionsWhoseHandlesAreDestroyedStayRegisteredWhileTheCollectiveLives) {
+  // Every rank destroys both MemoryRegion handles right after the build: the collective's
+  // shares keep the registrations (the send memory's local key, the receive memory's remote
+  // key that the peers write with), so every round still carries every byte. They are
+  // deregistered with the collective, not before and not never.
+  run_ranks(
+      3,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        std::optional<Rank> rank;
+        rank.emplace(node, bootstrap, AllToAllSettings{.slot_size = 509, .timeout = 20s});
+        EXPECT_EQ(rank->send_mr()->shared().use_count(), 2);  // the handle and the collective
+        const std::weak_ptr<ibv_mr> send_registration = rank->send_mr()->shared();
+        const std::weak_ptr<ibv_mr> receive_registration = rank->receive_mr()->shared();
+        rank->send_mr().reset();
+        rank->receive_mr().reset();
+        EXPECT_FALSE(send_registration.expired());
+        EXPECT_FALSE(receive_registration.expired());
+        for (std::uint64_t n = 0; n < 6; ++n) rank->check(rank->all_to_all().run(rank->parts(n)));
+        node.barrier();  // no rank ends its collective while a peer is in its last round
+        rank.reset();    // the collective first, then the memory (Rank's members in order)
+        EXPECT_TRUE(send_registration.expired());
+        EXPECT_TRUE(receive_registration.expired());
+      },
+      spin_briefly);
+}
+
+TEST(AllToAll, EveryCallOfAMovedFromCollectiveThrowsState) {
+  // The collective is moved away, mid-job, with a round held: every call on the moved-from
+  // object is a state error saying so, while the held round and the collective it moved to
+  // go on; assigning to the moved-from object makes it usable again. Building on a moved-from
+  // Node or MemoryRegion is the same error.
+  run_ranks(
+      2,
+      [&](net::Node& node, net::Bootstrap& bootstrap) {
+        Rank rank(node, bootstrap, {.slot_size = 200, .timeout = 20s});
+        PersistentAllToAll& original = rank.all_to_all();
+        AllToAllRound held = original.run(rank.parts(0));
+        PersistentAllToAll moved = std::move(original);
+        const auto moved_from = [&](auto&& call) {
+          return throws_error(ErrorKind::state, call, {"this PersistentAllToAll was moved from"});
+        };
+        // NOLINTBEGIN(bugprone-use-after-move): what a moved-from collective does is the point
+        EXPECT_TRUE(moved_from([&] { original.start(rank.parts(1)); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.poll(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.wait(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.run(rank.parts(1)); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.rank(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.world_size(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.settings(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.rounds_started(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.failed(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.completion_fd(); }));
+        EXPECT_TRUE(moved_from([&] { original.arm_completion_fd(); }));
+        EXPECT_TRUE(moved_from([&] { (void)original.consume_completion_events(); }));
+        // NOLINTEND(bugprone-use-after-move)
+        rank.check(held);  // the round belongs to the collective it moved to
+        EXPECT_EQ(moved.rounds_started(), 1U);
+        rank.check(moved.run(rank.parts(1)));
+        held.release();  // round 0's slots go back to the collective it moved to
+        // Assigning to a moved-from collective is fine.
+        original = std::move(moved);
+        rank.check(original.run(rank.parts(2)));
+        node.barrier();  // no rank ends its collective while a peer is in its last round
+
+        MemoryRegion region = std::move(*rank.send_mr());
+        net::Node taken = std::move(node);
+        // NOLINTBEGIN(bugprone-use-after-move): building on moved-from objects is the point
+        EXPECT_TRUE(throws_error(ErrorKind::state,
+                                 [&] {
+                                   (void)PersistentAllToAll(node, bootstrap, *rank.send_mr(),
+                                                            region, {.slot_size = 200});
+                                 },
+                                 {"send_memory, a MemoryRegion, was moved from"}));
+        EXPECT_TRUE(throws_error(ErrorKind::state,
+                                 [&] {
+                                   (void)PersistentAllToAll(node, bootstrap, region,
+                                                            *rank.receive_mr(), {.slot_size = 200});
+                                 },
+                                 {"the Node was moved from"}));
+        // NOLINTEND(bugprone-use-after-move)
       },
       spin_briefly);
 }

@@ -4,12 +4,16 @@
 // whole path runs: NodeBuilder -> PreparedNode -> connect() over the exchanger -> barriers and
 // MultiChannel operations. Barriers are checked by counting: a rank that left a barrier before
 // every participant entered it would see a count below the group size.
-// The same across hosts, one rank per host, is in tests/multi_host/.
+// The same across hosts, one rank per host, is in tests/multi_host/. A moved-from Node or
+// PreparedNode refuses every call that needs what it gave away.
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <span>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -181,6 +185,96 @@ TEST_P(NodeOverEachBootstrap, NeighboursWriteAndSendWithExchangedRegions) {
 INSTANTIATE_TEST_SUITE_P(NodeOperations, NodeOverEachBootstrap,
                          ::testing::Values(BootstrapKind::hosts_file, BootstrapKind::rendezvous),
                          [](const auto& kind) { return to_string(kind.param); });
+
+TEST(NodeMovedFrom, EveryCallThatNeedsItsChannelsOrBarrierThrowsState) {
+  // Each rank moves its Node away and calls everything on the moved-from one: a state error
+  // saying so, nothing posted; the Node it moved to still works.
+  run_ranks(2, [&](Node& node, net::Bootstrap&) {
+    const std::uint32_t peer = 1 - node.rank();
+    Node moved = std::move(node);
+    std::vector<std::byte> bytes(64);
+    const MemoryRegion mr = moved.protection_domain().register_local(bytes);
+    const std::array data{mr.gather(std::span(bytes))};
+    const ibv::op::Send send{data};
+    const std::array peers{peer};
+    const std::array group{0U, 1U};
+    const auto moved_from = [](auto&& call) {
+      return throws_error(ErrorKind::state, call, {"moved from"});
+    };
+    // NOLINTBEGIN(bugprone-use-after-move): what a moved-from Node does is the point
+    EXPECT_TRUE(moved_from([&] { node.barrier(); }));
+    EXPECT_TRUE(moved_from([&] { node.barrier(group); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.datagrams(); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.channel(peer); }));
+    EXPECT_TRUE(moved_from([&] { (void)std::as_const(node).channel(peer); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.execute(peer, send); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.post(peer, send); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.post_all(ibv::op::to_each(peers, send)); }));
+    EXPECT_TRUE(moved_from(
+        [&] { node.scope([&](ibv::MultiChannelScope& scope) { (void)scope.post(peer, send); }); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.peers(); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.peer_of(WorkCompletion{}); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.completion_fd(); }));
+    EXPECT_TRUE(moved_from([&] { node.arm_completion_fd(); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.consume_completion_events(); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.receive_shared_any(); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.poll_shared_any(); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.receive_message_any(); }));
+    EXPECT_TRUE(moved_from([&] { (void)node.poll_message_any(); }));
+    EXPECT_EQ(node.world_size(), 0U);
+    EXPECT_FALSE(node.barrier_poisoned());
+    // NOLINTEND(bugprone-use-after-move)
+    EXPECT_TRUE(throws_error(ErrorKind::state, [&] { (void)moved.datagrams(); },
+                             {"built without datagrams"}));
+    moved.barrier();          // the Node it moved to is whole, on both ranks
+    node = std::move(moved);  // assigning to a moved-from Node is fine
+    node.barrier();
+  });
+}
+
+/// A Bootstrap that is never reached: connect() on a moved-from PreparedNode throws first.
+class UnusedBootstrap final : public net::Bootstrap {
+ public:
+  [[nodiscard]] std::uint32_t rank() const noexcept override { return 0; }
+  [[nodiscard]] std::uint32_t world_size() const noexcept override { return 2; }
+  [[nodiscard]] std::string description() const override { return "unused"; }
+  [[nodiscard]] std::vector<std::vector<std::byte>> all_gather_bytes(
+      std::span<const std::byte> /*mine*/) override {
+    throw std::logic_error("reached");
+  }
+  [[nodiscard]] std::vector<std::vector<std::byte>> all_to_all_bytes(
+      std::span<const std::vector<std::byte>> /*to_peer*/) override {
+    throw std::logic_error("reached");
+  }
+  void barrier() override { throw std::logic_error("reached"); }
+};
+
+TEST(PreparedNodeHandshake, AMovedFromOrHandshakenOneThrowsState) {
+  const Context context = open_test_device();
+  const ProtectionDomain pd(context);
+  QueuePairSettings settings;
+  settings.gid_index = test_gid_index(context);
+  net::PreparedNode zero = net::NodeBuilder(pd, 0, 2).queue_pair(settings).build();
+  net::PreparedNode one = net::NodeBuilder(pd, 1, 2).queue_pair(settings).build();
+  const std::vector<net::NodeEndpoint> endpoints{zero.endpoint(), one.endpoint()};
+  const std::vector<net::PeerEndpoint> for_zero{zero.endpoint_for(0), one.endpoint_for(0)};
+  net::PreparedNode taken = std::move(zero);
+  UnusedBootstrap bootstrap;
+  const auto moved_from = [](auto&& call) {
+    return throws_error(ErrorKind::state, call, {"this PreparedNode was moved from"});
+  };
+  // NOLINTBEGIN(bugprone-use-after-move): what a moved-from PreparedNode does is the point
+  EXPECT_TRUE(moved_from([&] { (void)zero.endpoint(); }));
+  EXPECT_TRUE(moved_from([&] { (void)zero.endpoint_for(1); }));
+  EXPECT_TRUE(moved_from([&] { (void)std::move(zero).handshake(endpoints); }));
+  EXPECT_TRUE(moved_from([&] { (void)std::move(zero).handshake(for_zero); }));
+  EXPECT_TRUE(moved_from([&] { (void)std::move(zero).connect(bootstrap); }));
+  // Handshaking moves from it too (both queue pairs on one device: no exchange needed).
+  const Node node = std::move(taken).handshake(endpoints);
+  EXPECT_TRUE(moved_from([&] { (void)taken.endpoint(); }));
+  // NOLINTEND(bugprone-use-after-move)
+  EXPECT_EQ(node.world_size(), 2U);
+}
 
 TEST(PreparedNodeHandshake, ChecksEveryEndpointFirst) {
   const Context context = open_test_device();

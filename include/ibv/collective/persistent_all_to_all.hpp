@@ -38,8 +38,14 @@ class Node;
 /// - **Memory.** The caller's: `send_memory` (any registration on the Node's protection
 ///   domain) holds the parts a round sends; `receive_memory` (registered with remote write
 ///   access) holds world_size() x slots_per_peer slots of slot_size bytes, round n's part from
-///   rank r at offset ((n mod slots_per_peer) x world_size() + r) x slot_size. Both must
-///   outlive the collective.
+///   rank r at offset ((n mod slots_per_peer) x world_size() + r) x slot_size.
+/// - **Registrations and memory: who keeps what.** The collective shares both registrations
+///   (MemoryRegion::shared()) until it is destroyed or a failure fences it: destroying a
+///   MemoryRegion handle meanwhile does not deregister it, so no request of the collective
+///   names a dead key and the receive memory's remote key, which the peers know, names that
+///   memory and nothing else. The memory itself stays the caller's: keep it allocated until
+///   the collective is destroyed or has failed (a registration pins the pages; it does not
+///   keep a freed buffer from being reused). [docs/all-to-all.md](docs/all-to-all.md)
 /// - **A round.** start() (or run()) takes one span per rank; each part goes by one RDMA write
 ///   with immediate data (its size, the round modulo 32, credits) into its slot at the receiver,
 ///   the own part by a local copy. wait() returns the round once every rank's part for it has
@@ -67,6 +73,9 @@ class Node;
 /// - **Bad input** (wrong count of parts, a part outside the send memory or over the slot
 ///   size) throws ibv::Error (invalid_argument) before anything is posted, and the collective
 ///   stays usable.
+/// - **Moved from.** A moved-from collective may be destroyed or assigned to; every other call
+///   throws ibv::Error (state) saying it was moved from. Its rounds belong to the collective it
+///   was moved to.
 class PersistentAllToAll {
  public:
   /// A wait's timeout: unset means AllToAllSettings::timeout.
@@ -75,16 +84,19 @@ class PersistentAllToAll {
   /// Builds the collective on every rank at once: makes a queue pair per peer on the Node's
   /// protection domain (with its channels' queue pair settings), exchanges the slots' addresses
   /// and the queue pairs' endpoints over `bootstrap` (the one the Node was connected with),
-  /// connects, posts the receives and ends in bootstrap.barrier().
+  /// connects, posts the receives and ends in bootstrap.barrier(). Takes a share of each
+  /// registration (the class comment says what that keeps and what it does not).
   ///
-  /// Throws ibv::Error (invalid_argument) before anything is created: a setting out of range,
+  /// Throws ibv::Error (state) for a moved-from Node or MemoryRegion, (invalid_argument)
+  /// before anything is created: a setting out of range,
   /// memory of another protection domain, receive memory without remote write access or too
   /// small for the slots, a bootstrap of another rank or world size; queue depths or the
   /// completion queue over the device's max_qp_wr or max_cqe (naming the limit); then a rank
   /// whose slot_size, slots_per_peer or world differs (naming it), and the bootstrap's errors.
   PersistentAllToAll(Node& node, Bootstrap& bootstrap, const MemoryRegion& send_memory,
                      const MemoryRegion& receive_memory, const AllToAllSettings& settings);
-  /// Takes over the collective; the moved-from object may only be destroyed or assigned to.
+  /// Takes over the collective; the moved-from object may only be destroyed or assigned to
+  /// (every other call throws ibv::Error, state).
   PersistentAllToAll(PersistentAllToAll&&) noexcept;
   /// Destroys this collective (as the destructor) and takes over `other`'s.
   PersistentAllToAll& operator=(PersistentAllToAll&&) noexcept;
@@ -115,16 +127,17 @@ class PersistentAllToAll {
   /// start(parts), then wait(timeout).
   AllToAllRound run(std::span<const std::span<const std::byte>> parts, Timeout timeout = {});
 
+  // The getters throw ibv::Error (state) only for a moved-from collective.
   /// This rank.
-  [[nodiscard]] std::uint32_t rank() const noexcept;
+  [[nodiscard]] std::uint32_t rank() const;
   /// The number of ranks.
-  [[nodiscard]] std::uint32_t world_size() const noexcept;
+  [[nodiscard]] std::uint32_t world_size() const;
   /// The settings, with peers_in_flight, timeout and wait_mode resolved.
-  [[nodiscard]] const AllToAllSettings& settings() const noexcept;
+  [[nodiscard]] const AllToAllSettings& settings() const;
   /// The number of rounds started so far (the next round's number).
-  [[nodiscard]] std::uint64_t rounds_started() const noexcept;
+  [[nodiscard]] std::uint64_t rounds_started() const;
   /// Whether a failure has ended the collective (every call but these getters then throws).
-  [[nodiscard]] bool failed() const noexcept;
+  [[nodiscard]] bool failed() const;
 
   /// The fd of the collective's completion channel, for the caller's poll / epoll loop:
   /// start(); then until poll() gives the round: arm_completion_fd(), poll(), sleep on the fd,

@@ -148,6 +148,10 @@ class PreparedMultiChannel {
 ///   element, in input order).
 /// - coroutines: `ibv::async(channels, peer, operation)` (ibv/coro/async_multi_channel.hpp).
 ///
+/// A moved-from MultiChannel (or Node) may be destroyed or assigned to; every call that needs a
+/// channel or the peers throws ibv::Error (state) saying it was moved from, and its noexcept
+/// getters answer without throwing (world_size() is 0 then).
+///
 /// Built on a shared receive queue or pool (MultiChannelBuilder), the per-peer channels post
 /// no receives (see Channel); `receive_shared_any` / `receive_message_any` and their poll_
 /// forms hand out the next message from any peer, saying which, visiting the peers in turn so
@@ -291,7 +295,7 @@ class MultiChannel {
  private:
   /// Throws channel()'s ibv::Error for a `peer` that has no channel (inline: every
   /// peer-addressed call looks its channel up); with `call`, naming it and saying that nothing
-  /// was posted.
+  /// was posted. In a moved-from MultiChannel no peer has one: ibv::Error (state) then.
   [[noreturn]] void throw_no_channel(std::uint32_t peer, const char* call = nullptr) const;
 
   ProtectionDomain pd_;

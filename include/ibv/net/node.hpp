@@ -116,7 +116,9 @@ class NodeBuilder {
 class PreparedNode {
  public:
   /// Takes over the queue pairs and barrier slots; the moved-from object may only be
-  /// destroyed or assigned to.
+  /// destroyed or assigned to: endpoint(), endpoint_for(), handshake() and connect() throw
+  /// ibv::Error (state) saying it was moved from (also after handshake() or connect(), which
+  /// move from it).
   PreparedNode(PreparedNode&&) noexcept;
   /// Releases this object's queue pairs and takes over `other`'s.
   PreparedNode& operator=(PreparedNode&&) noexcept;
@@ -183,7 +185,11 @@ class PreparedNode {
 class Node : public MultiChannel {
  public:
   /// Takes over the channels and the barrier; the moved-from Node may only be destroyed or
-  /// assigned to.
+  /// assigned to. Its calls throw ibv::Error (state) saying it was moved from: barrier(),
+  /// datagrams(), and every MultiChannel call that needs a channel or the peers (channel(),
+  /// execute(), post(), post_all(), peers(), peer_of(), the completion fd and shared-receive
+  /// calls; a scope's posts). Its noexcept getters answer without throwing (world_size() is
+  /// 0 then).
   Node(Node&&) noexcept;
   /// Releases this Node's channels and barrier and takes over `other`'s.
   Node& operator=(Node&&) noexcept;

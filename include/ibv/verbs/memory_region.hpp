@@ -19,8 +19,10 @@ struct ibv_mr;
 
 namespace ibv {
 
-/// A registered memory region. Move-only: one registration, deregistered when this object is
-/// destroyed. It keeps its protection domain alive.
+/// A registered memory region. Move-only: one handle per registration, which is deregistered
+/// when this handle is destroyed, or, when an object that must keep it registered shares it
+/// (shared(): a PersistentAllToAll does), when the last of them goes. It keeps its protection
+/// domain alive, and so does the registration until it is deregistered.
 ///
 /// Safety contract: the library does not own the registered memory. The caller keeps the
 /// memory alive, and does not reuse it, while any work request that uses it is outstanding;
@@ -38,8 +40,8 @@ class MemoryRegion {
 
   /// Takes over the registration; the moved-from region may only be destroyed or assigned to.
   MemoryRegion(MemoryRegion&&) noexcept = default;
-  /// Deregisters the region held before taking `other`'s, and only then lets go of its
-  /// protection domain (which may be the last reference to it).
+  /// Lets go of the registration held before (deregistering it unless another owner shares
+  /// it), then takes over `other`'s.
   MemoryRegion& operator=(MemoryRegion&& other) noexcept;
   MemoryRegion(const MemoryRegion&) = delete;
   MemoryRegion& operator=(const MemoryRegion&) = delete;
@@ -96,18 +98,21 @@ class MemoryRegion {
 
   /// The libibverbs MR, owned by this object (do not deregister it).
   [[nodiscard]] ibv_mr* native() const noexcept { return mr_.get(); }
+  /// The owning pointer of the registration, for objects that must keep it registered while
+  /// they use its keys (as a queue pair keeps its protection domain through
+  /// ProtectionDomain::shared()): the region is deregistered when this handle and every copy
+  /// are gone, and the copies keep the protection domain alive until then. Null for a
+  /// moved-from region.
+  [[nodiscard]] const std::shared_ptr<ibv_mr>& shared() const noexcept { return mr_; }
 
   /// "MR 4096 B at 0x7f.. lkey 0x123 rkey 0x456 remote write|read".
   [[nodiscard]] std::string to_string() const;
 
  private:
-  /// Deregisters the region and forgets its local key in `keys` (its domain's).
-  struct Deregister {
-    detail::LocalKeys* keys = nullptr;
-    void operator()(ibv_mr* mr) const noexcept;
-  };
-  ProtectionDomain pd_;  // declared first: destroyed after the registration
-  std::unique_ptr<ibv_mr, Deregister> mr_;
+  ProtectionDomain pd_;
+  // Deregistered by its last owner, which forgets its local key in the domain's set; its
+  // deleter holds a copy of the protection domain until then.
+  std::shared_ptr<ibv_mr> mr_;
   RemoteAccess access_;
 };
 
