@@ -123,10 +123,12 @@ class PreparedChannel {
 ///   [docs/operations.md](docs/operations.md)
 /// - No request outlives the buffers it uses. One that does not complete in time is cancelled
 ///   (the queue pair goes to the error state, its flushed completions are taken in) before the
-///   call throws ibv::Error (timeout, channel_cancelled()), and the channel then refuses further
-///   work; state() says so, naming the call. [docs/safety.md](docs/safety.md)
+///   call throws ibv::Error (timeout, channel_cancelled(); test:
+///   `ChannelStateTest.ATimedOutExecuteCancelsTheChannelAndTheErrorSaysSo`), and the channel then
+///   refuses further work; state() says so, naming the call. [docs/safety.md](docs/safety.md)
 /// - Bad input is rejected before anything is posted, with ibv::Error (invalid_argument)
-///   naming it, and the channel stays usable (QueuePair::check lists the checks).
+///   naming it, and the channel stays usable (QueuePair::check lists the checks; test:
+///   `BadInputChannel.RejectedPostsPostNothingAndLeaveTheChannelUsable`).
 ///   [docs/bad-input.md](docs/bad-input.md)
 /// - The channel assigns the wr_ids; completions of other requests that arrive while one is
 ///   awaited are kept for their own handles.
@@ -145,7 +147,9 @@ class Channel {
   using Timeout = std::optional<Duration>;
 
   /// Throws ibv::Error (invalid_argument) when `wait` sleeps and `cq` has no completion
-  /// channel, or when `pool` is not the SharedReceivePool whose queue `qp` was built on.
+  /// channel, or when `pool` is not the SharedReceivePool whose queue `qp` was built on (untested:
+  /// `invalid_argument`, the tests build their channels with ChannelBuilder, which makes these
+  /// agree).
   Channel(QueuePair qp, CompletionQueue cq, ChannelTimeouts timeouts, WaitMode wait = {},
           std::optional<SharedReceivePool> pool = std::nullopt);
 
@@ -157,11 +161,14 @@ class Channel {
   /// for the options). Every wait is bounded by the options' timeouts.
   ///
   /// Throws ibv::Error: invalid_argument for a bad address string, port 0, a timeout that is
-  /// not positive or a gid_index in the settings (checked before anything is created), and for
-  /// a protection domain on another device than the address resolves to; timeout when address
-  /// or route resolution or the peer's answer takes longer than its timeout; connection when
-  /// the address can not be reached through an RDMA device, no one listens on the port, or the
-  /// server rejects the connection (the message says which, with the reject reason).
+  /// not positive or a gid_index in the settings (checked before anything is created; test:
+  /// `Cm.BadInputIsRejectedBeforeAnythingIsCreated`), and for a protection domain on another device
+  /// than the address resolves to; timeout when address or route resolution or the peer's answer
+  /// takes longer than its timeout (untested: `timeout`, an unreachable address gives timeout or
+  /// connection as the network has it, and its test takes either); connection when the address can
+  /// not be reached through an RDMA device, no one listens on the port, or the server rejects the
+  /// connection (the message says which, with the reject reason; tests:
+  /// `Cm.NoListenerIsRejectedNotTimedOut`, `Cm.ListenerRejectsAndTheClientSaysSo`).
   ///
   /// The channel keeps the rdma_cm connection: destroying it disconnects (the peer sees
   /// RDMA_CM_EVENT_DISCONNECTED), and when the peer disconnects first, the channel's queue
@@ -172,7 +179,8 @@ class Channel {
 
   /// Blocking: posts `operation` (any of ibv/channel/operation.hpp) and waits for its
   /// completion, at most `timeout` (default: the channel's operation timeout). Returns the
-  /// completion; throws ibv::WorkError if it failed, ibv::Error (timeout) if it did not arrive.
+  /// completion; throws ibv::WorkError if it failed, ibv::Error (timeout) if it did not arrive
+  /// (test: `ChannelStateTest.ATimedOutExecuteCancelsTheChannelAndTheErrorSaysSo`).
   template <op::SendOperation Operation>
   WorkCompletion execute(const Operation& operation, Timeout timeout = {}) {
     SendRequest request = operation.request(0);
@@ -238,11 +246,12 @@ class Channel {
   /// std::uint64_t). Atomic against the other atomics on that word from any queue pair of the
   /// peer's device, not against its CPU or its RDMA writes. `add` is in host byte order; the
   /// result arrives in host byte order on rxe (tested) and as the device writes it elsewhere.
-  /// Checked before posting (ibv::Error, invalid_argument, naming the problem): the target
-  /// address 8-byte aligned, the target region at least 8 bytes and, when its rights are known
-  /// (RemoteMemoryRegion::access), with atomic access, the result one element of 8 bytes, the
-  /// device able to do atomics. A target the peer registered without atomic access fails on
-  /// the device: ibv::WorkError with remote_access_error.
+  /// Checked before posting (ibv::Error, invalid_argument, naming the problem; test:
+  /// `Atomics.BadInputIsRejectedBeforePosting`): the target address 8-byte aligned, the target
+  /// region at least 8 bytes and, when its rights are known (RemoteMemoryRegion::access), with
+  /// atomic access, the result one element of 8 bytes, the device able to do atomics. A target the
+  /// peer registered without atomic access fails on the device: ibv::WorkError with
+  /// remote_access_error.
   WorkCompletion fetch_add(const ScatterElement& result, const RemoteMemoryRegion& target,
                            std::uint64_t add, Timeout timeout = {}) {
     return execute(op::FetchAdd{result, target, add}, timeout);
@@ -298,8 +307,9 @@ class Channel {
   // Shared receives (channels built on a shared receive queue or pool).
   /// The oldest completion of a shared receive that took a message on this channel, waiting
   /// (default: the operation timeout). Throws ibv::WorkError when it failed (the completion,
-  /// with the receive's wr_id, is in the error), ibv::Error (timeout) when none came, (state)
-  /// when the channel is not on a shared receive queue.
+  /// with the receive's wr_id, is in the error), ibv::Error (timeout) when none came (test:
+  /// `SharedReceiveTest.ChannelOnAPlainQueueUsesReceiveShared`), (state) when the channel is not on
+  /// a shared receive queue (test: `SharedReceiveTest.BadInputIsRejectedClearly`).
   WorkCompletion receive_shared(Timeout timeout = {});
   /// The oldest such completion if one is there (failed or not), without waiting.
   [[nodiscard]] std::optional<WorkCompletion> poll_shared();
@@ -307,7 +317,9 @@ class Channel {
   /// (default: the operation timeout). A failed receive (e.g. a message longer than the
   /// pool's buffer_size: local_length_error, on rxe local_qp_operation_error) posts its buffer
   /// back and throws ibv::WorkError, whose message names the buffer size.
-  /// Throws ibv::Error (timeout) when none came, (state) when the channel has no pool.
+  /// Throws ibv::Error (timeout) when none came (untested: `timeout`, only MultiChannel's
+  /// receive_message_any is made to time out), (state) when the channel has no pool (test:
+  /// `SharedReceiveTest.BadInputIsRejectedClearly`).
   ReceivedMessage receive_message(Timeout timeout = {});
   /// The oldest message if one is there, without waiting; failures as receive_message().
   [[nodiscard]] std::optional<ReceivedMessage> poll_message();
@@ -347,16 +359,17 @@ class Channel {
   /// sequence is in [docs/wait-modes.md](docs/wait-modes.md)): readable once a completion
   /// arrives after arm_completion_fd(). Owned by the channel's completion channel (do not close
   /// it). Throws ibv::Error (state) when the channel was built without a completion channel
-  /// (WaitMode::spin and no ChannelBuilder::completion_channel).
+  /// (WaitMode::spin and no ChannelBuilder::completion_channel; test:
+  /// `CompletionChannelTest.MisuseIsReported`).
   [[nodiscard]] int completion_fd() const;
   /// Arms the completion queue (the next completion makes completion_fd() readable), then
   /// takes every completion already in the queue into the channel, so that PendingWork::poll
-  /// finds them. Call it, then check your PendingWorks, then sleep on the fd. Throws
-  /// ibv::Error (state) without a completion channel.
+  /// finds them. Call it, then check your PendingWorks, then sleep on the fd. Throws ibv::Error
+  /// (state) without a completion channel (test: `CompletionChannelTest.MisuseIsReported`).
   void arm_completion_fd();
   /// Reads and acknowledges every event queued on completion_fd() now, without blocking;
-  /// returns how many. Call it when the fd is readable, before arming again. Throws
-  /// ibv::Error (state) without a completion channel.
+  /// returns how many. Call it when the fd is readable, before arming again. Throws ibv::Error
+  /// (state) without a completion channel (test: `CompletionChannelTest.MisuseIsReported`).
   std::size_t consume_completion_events();
   /// Send-queue requests this channel has posted inline so far (by InlinePolicy::automatic or
   /// always): how to see which requests went inline.

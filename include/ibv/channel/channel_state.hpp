@@ -18,13 +18,15 @@ namespace ibv {
 /// - usable: nothing has broken the channel.
 /// - cancelled: a timeout gave up on a request (Channel::execute and the named blocking calls,
 ///   a scope's drain, a PendingWork dropped unpolled, a co_await), so the channel moved its
-///   queue pair to the error state and refuses further work (ErrorKind::state). operation()
-///   names the call, e.g. "Channel::execute". The Error that call threw says
-///   channel_cancelled(). A PendingWork::wait() that times out does not cancel anything.
+///   queue pair to the error state and refuses further work (ErrorKind::state; test:
+///   `ChannelStateTest.ATimedOutExecuteCancelsTheChannelAndTheErrorSaysSo`). operation() names the
+///   call, e.g. "Channel::execute". The Error that call threw says channel_cancelled(). A
+///   PendingWork::wait() that times out does not cancel anything.
 /// - peer_gone: the peer vanished: a request it never acknowledged (retry_exceeded,
-///   response_timeout: its process, queue pair, device or link is gone; ErrorKind::peer_gone),
-///   or the rdma_cm connection of a connected channel was disconnected. status() is the
-///   completion's status (success when the disconnect said so, before any completion did).
+///   response_timeout: its process, queue pair, device or link is gone; ErrorKind::peer_gone; test:
+///   `ChannelStateTest.APeerThatVanishesIsPeerGoneInTheErrorAndTheState`), or the rdma_cm
+///   connection of a connected channel was disconnected. status() is the completion's status
+///   (success when the disconnect said so, before any completion did).
 /// - failed: a completion failed for another reason (remote_access_error, local_length_error,
 ///   rnr_retry_exceeded, ...), which moved the queue pair to the error state: every request
 ///   after it is flushed. status() is its status.

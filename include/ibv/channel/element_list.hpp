@@ -55,9 +55,11 @@ concept InlineArray = fits_inline<Array, Element>;
 /// a temporary one: `op::Send{std::array{a, b}}`). Holds any other list by reference: a
 /// std::span, or a container that is not a temporary (a std::vector, a longer std::array),
 /// which must then outlive the operation value and every post of it. A temporary container
-/// that it would hold by reference does not compile, so neither `op::Send{std::vector{a, b}}`
-/// nor a long temporary array can leave a value pointing at freed memory. A copy holds its own
-/// copies of the elements held inline (and the same reference otherwise).
+/// that it would hold by reference does not compile (test:
+/// `ElementList.TakesWhatItCanHoldAndATemporaryItWouldPointIntoDoesNotCompile`), so neither
+/// `op::Send{std::vector{a, b}}` nor a long temporary array can leave a value pointing at freed
+/// memory. A copy holds its own copies of the elements held inline (and the same reference
+/// otherwise).
 ///
 /// `Element` is GatherElement (what is sent or written) or ScatterElement (where data lands).
 template <typename Element>

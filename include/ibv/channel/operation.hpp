@@ -257,7 +257,8 @@ struct options_of<BasicAnySend<Region>> {  // what every alternative takes
 
 /// The options an unpolled or scoped post of `T` takes (post_options.hpp): PostOptions for a
 /// send or write, SignalingOptions for a read, an atomic or a mixed list, ReceiveOptions
-/// (none) for a receive. An option that cannot apply does not compile.
+/// (none) for a receive. An option that cannot apply does not compile (test:
+/// `OperationOptions.AnOptionThatCannotApplyToThePostDoesNotCompile`).
 template <typename T>
 using options_t = typename detail::options_of<T>::type;
 

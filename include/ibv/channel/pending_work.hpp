@@ -57,16 +57,19 @@ class [[nodiscard]] PendingWork {
   /// poll() of a temporary handle: the completion by value.
   [[nodiscard]] std::optional<WorkCompletion> poll() && { return poll(); }
   /// Waits for the completion, at most the channel's default timeout. Throws ibv::WorkError
-  /// if it failed, ibv::Error (timeout) if it did not arrive in time (the request stays
-  /// pending: wait again, or let the destructor deal with it). Returns a reference to the
+  /// if it failed, ibv::Error (timeout) if it did not arrive in time (the request stays pending:
+  /// wait again, or let the destructor deal with it; tests:
+  /// `ChannelPendingWork.WaitThatTimesOutLeavesTheRequestPending`,
+  /// `ChannelStateTest.AWaitThatTimesOutLeavesTheChannelUsable`). Returns a reference to the
   /// completion the handle keeps: valid while the handle lives and is not moved from (as
   /// std::optional::value()).
   const WorkCompletion& wait() &;
   /// wait() of a temporary handle (`channel.post(op).wait()`): the completion by value.
   WorkCompletion wait() && { return wait(); }  // *this is an lvalue here: the overload above
   /// Waits at most `timeout` (0: polls once); nullopt if the completion did not arrive in time.
-  /// Throws ibv::WorkError if it failed, ibv::Error (invalid_argument) naming the timeout when
-  /// it is negative (the request stays pending).
+  /// Throws ibv::WorkError if it failed, ibv::Error (invalid_argument) naming the timeout when it
+  /// is negative (the request stays pending; test:
+  /// `BadInputChannel.RejectedPostsPostNothingAndLeaveTheChannelUsable`).
   [[nodiscard]] std::optional<WorkCompletion> wait_for(Duration timeout);
 
   /// Whether the completion has been seen (by poll, wait or wait_for).

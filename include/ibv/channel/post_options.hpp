@@ -60,8 +60,8 @@ struct InlineOptions {
 };
 
 /// Posting options of a receive: none (a receive is always signaled and never inline). The
-/// type exists so that every operation has one, and `{.signaled = false}` on a receive does
-/// not compile.
+/// type exists so that every operation has one, and `{.signaled = false}` on a receive does not
+/// compile (test: `OperationOptions.AnOptionThatCannotApplyToThePostDoesNotCompile`).
 struct ReceiveOptions {};
 
 namespace detail {

@@ -92,7 +92,8 @@ class ScopeWork {
   /// on stderr instead of throwing. Never throws.
   void finish_unfinished(std::string_view operation) noexcept;
   /// The end of a manual scope: drains, then throws ibv::Error (state) if any request was left
-  /// unpolled (naming them, and any that failed or timed out).
+  /// unpolled (naming them, and any that failed or timed out; test:
+  /// `ChannelManualScope.CloseNamesTheRequestsLeftUnpolledAfterWaitingForThem`).
   void close(std::string_view operation);
   /// A manual scope destroyed without close(): drains, and reports unpolled work as a bug on
   /// stderr. Never throws.
@@ -353,9 +354,10 @@ class ChannelScope : public detail::ScopeBase {
 
 /// A scope without a body (Channel::manual_scope()), for code that polls or waits on every
 /// request itself, e.g. across the iterations of an event loop. Leaving a request unpolled is
-/// treated as a bug: close() throws ibv::Error (state) naming every request the caller never
-/// saw complete, after waiting for them so their buffers are free; a ManualScope destroyed
-/// without close() does the same waiting and reports the bug loudly on stderr.
+/// treated as a bug: close() throws ibv::Error (state) naming every request the caller never saw
+/// complete, after waiting for them so their buffers are free (test:
+/// `ChannelManualScope.CloseNamesTheRequestsLeftUnpolledAfterWaitingForThem`); a ManualScope
+/// destroyed without close() does the same waiting and reports the bug loudly on stderr.
 ///
 /// It posts as ChannelScope does (the calls of detail::ScopeBase, listed there).
 class ManualScope : public detail::ScopeBase {
@@ -366,8 +368,10 @@ class ManualScope : public detail::ScopeBase {
   ManualScope& operator=(ManualScope&&) = delete;
   ~ManualScope();
 
-  /// Ends the scope. Throws ibv::Error (state) if any request was left unpolled (listing
-  /// them, and any that failed or timed out); returns normally if the caller saw all complete.
+  /// Ends the scope. Throws ibv::Error (state) if any request was left unpolled (listing them, and
+  /// any that failed or timed out; test:
+  /// `ChannelManualScope.CloseNamesTheRequestsLeftUnpolledAfterWaitingForThem`); returns normally
+  /// if the caller saw all complete.
   void close();
 
  private:

@@ -36,7 +36,9 @@ class SharedReceivePool {
   /// receive queue of buffer_count receives and posts every buffer. Throws ibv::Error
   /// (invalid_argument) before creating anything when buffer_count or buffer_size is 0,
   /// buffer_count exceeds the device's max_srq_wr, or the region would exceed the device's
-  /// max_mr_size; (unsupported) when the device has no shared receive queues.
+  /// max_mr_size (test: `SharedReceiveTest.SizesAreCheckedAgainstTheDevice`); (unsupported) when
+  /// the device has no shared receive queues (untested: `unsupported`, every device the tests run
+  /// on has them).
   SharedReceivePool(const ProtectionDomain& pd, std::uint32_t buffer_count,
                     std::uint32_t buffer_size);
 

@@ -35,8 +35,10 @@ enum class WaitStrategy : std::uint8_t {
 
 /// How every wait of a channel runs: blocking calls, PendingWork::wait, the end of a scope,
 /// waiting for room in the send queue, and a Node's barriers. Every wait still ends at its
-/// deadline (ibv::Error, timeout) whatever the mode. Set with ChannelBuilder::wait_mode (or
-/// the MultiChannelBuilder's / NodeBuilder's). The default spins, as channels always did.
+/// deadline (ibv::Error, timeout; test:
+/// `WaitModeTest.AWaitTimesOutAtItsDeadlineAndCancelsItsRequest`) whatever the mode. Set with
+/// ChannelBuilder::wait_mode (or the MultiChannelBuilder's / NodeBuilder's). The default spins, as
+/// channels always did.
 struct WaitMode {
   /// Spin, block, or spin then block.
   WaitStrategy strategy = WaitStrategy::spin;

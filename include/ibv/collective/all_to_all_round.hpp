@@ -22,7 +22,8 @@ class AllToAllCore;
 ///
 /// Release rounds in any order: slots go back in round order (a round released early waits for
 /// the ones before it). A round outliving its PersistentAllToAll holds nothing any more:
-/// release() does nothing, part() throws ibv::Error (state).
+/// release() does nothing, part() throws ibv::Error (state; test:
+/// `AllToAll.ARoundOutlivingItsCollectiveHoldsNothing`).
 class AllToAllRound {
  public:
   /// An empty handle (number() 0, holds no slots).
@@ -41,8 +42,11 @@ class AllToAllRound {
   /// Whether it still holds its slots (not released, not moved from, not empty).
   [[nodiscard]] bool holds_slots() const noexcept { return !core_.expired(); }
   /// The bytes rank `source` sent this rank this round (this rank's own part included), of
-  /// the size the sender gave. Throws ibv::Error: invalid_argument for a rank not below the
-  /// world size, state when the round was released or its collective is gone.
+  /// the size the sender gave. Throws ibv::Error: invalid_argument for a rank not below the world
+  /// size (test: `AllToAllBadInput.BadPartsAreRefusedBeforeAnythingIsPostedAndTheRoundStillRuns`),
+  /// state when the round was released or its collective is gone (tests:
+  /// `AllToAll.ASlowReaderHoldsTheSendersBackAndNothingIsOverwritten`,
+  /// `AllToAll.ARoundOutlivingItsCollectiveHoldsNothing`).
   [[nodiscard]] std::span<const std::byte> part(std::uint32_t source) const;
   /// Gives the slots back; the senders are told by credits, carried by this rank's next parts
   /// to them or sent alone by its next poll() or wait(). Nothing if it holds none.

@@ -41,7 +41,7 @@ struct AllToAllSettings {
   /// The largest slot_size: 2^24 - 1 bytes.
   static constexpr std::size_t kMaxSlotSize = (std::size_t{1} << 24U) - 1U;
   /// The most slots_per_peer: 64 (rounds are checked on arrival against the one due, modulo
-  /// 32: a part of another round is a protocol error).
+  /// 32: a part of another round is a protocol error; untested: `protocol`, no test sends one).
   static constexpr std::uint32_t kMaxSlotsPerPeer = 64;
 };
 

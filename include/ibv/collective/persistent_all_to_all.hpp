@@ -52,30 +52,38 @@ class Node;
 ///   landed here and this rank's writes of it are complete (so its send memory may be
 ///   changed). Several rounds may be in flight at once (started, not yet returned), as many as
 ///   the slots allow: wait() returns them in order. Parts from one rank arrive in round order;
-///   a part of another round than the one expected is a protocol error, not data.
+///   a part of another round than the one expected is a protocol error, not data (untested:
+///   `protocol`, no test sends the collective a part it did not expect).
 /// - **Credits.** A rank writes round n into a slot only after the receiver released round
 ///   n - slots_per_peer (AllToAllRound::release): a slow reader holds the senders back, and
 ///   nothing is overwritten. Credits travel in this rank's next parts, or alone at its next
 ///   poll() or wait(): they move during calls. Starting a round whose slot this rank still
-///   holds, or has in flight, is ibv::Error (state).
+///   holds, or has in flight, is ibv::Error (state; test:
+///   `AllToAll.ASlowReaderHoldsTheSendersBackAndNothingIsOverwritten`).
 /// - **Schedule.** Round by round, this rank writes to rank + 1, rank + 2, ... (modulo the
 ///   world size), at most peers_in_flight at once.
-/// - **Failures.** Every wait ends within the timeout. A failure (a rank gone: peer_gone; a
-///   round not complete in time: timeout, naming the ranks awaited; a protocol violation:
-///   protocol) first destroys every queue pair of the collective (the fence: no peer writes
-///   into the caller's memory and no request reads it any more), then throws; every later
-///   call throws ibv::Error (state) naming that first failure. The peers' rounds then fail
-///   too. [docs/safety.md](docs/safety.md)
+/// - **Failures.** Every wait ends within the timeout. A failure (ibv::Error: peer_gone for a rank
+///   gone (test: `MultiHostAllToAll.ARankWhoseLinkGoesDownIsNamedByEveryOther`); timeout for a
+///   round not complete in time, naming the ranks awaited (test:
+///   `AllToAllFault.ARankThatStopsCallingIsNamedWithinTheTimeoutAndCannotWriteAfterTheFence`);
+///   protocol for a protocol violation (untested: `protocol`, as above)) first destroys every queue
+///   pair of the collective (the fence: no peer writes into the caller's memory and no request
+///   reads it any more), then throws; every later call throws ibv::Error (state) naming that first
+///   failure (test:
+///   `AllToAllFault.ARankThatStopsCallingIsNamedWithinTheTimeoutAndCannotWriteAfterTheFence`). The
+///   peers' rounds then fail too. [docs/safety.md](docs/safety.md)
 /// - **Ending.** A rank's last wait() returns once its own parts have landed and its writes are
 ///   acknowledged, while a peer may still be in that round (waiting for the acknowledgement of
 ///   its last write, say). Pass a barrier on every rank (Node::barrier) before destroying the
 ///   collective, so that no peer's last round fails for want of this rank.
 /// - **Bad input** (wrong count of parts, a part outside the send memory or over the slot
 ///   size) throws ibv::Error (invalid_argument) before anything is posted, and the collective
-///   stays usable.
+///   stays usable (test:
+///   `AllToAllBadInput.BadPartsAreRefusedBeforeAnythingIsPostedAndTheRoundStillRuns`).
 /// - **Moved from.** A moved-from collective may be destroyed or assigned to; every other call
-///   throws ibv::Error (state) saying it was moved from. Its rounds belong to the collective it
-///   was moved to.
+///   throws ibv::Error (state) saying it was moved from (test:
+///   `AllToAll.EveryCallOfAMovedFromCollectiveThrowsState`). Its rounds belong to the collective
+///   it was moved to.
 class PersistentAllToAll {
  public:
   /// A wait's timeout: unset means AllToAllSettings::timeout.
@@ -87,16 +95,20 @@ class PersistentAllToAll {
   /// connects, posts the receives and ends in bootstrap.barrier(). Takes a share of each
   /// registration (the class comment says what that keeps and what it does not).
   ///
-  /// Throws ibv::Error (state) for a moved-from Node or MemoryRegion, (invalid_argument)
-  /// before anything is created: a setting out of range,
+  /// Throws ibv::Error (state) for a moved-from Node or MemoryRegion (test:
+  /// `AllToAll.EveryCallOfAMovedFromCollectiveThrowsState`), (invalid_argument) before
+  /// anything is created: a setting out of range,
   /// memory of another protection domain, receive memory without remote write access or too
   /// small for the slots, a bootstrap of another rank or world size; queue depths or the
   /// completion queue over the device's max_qp_wr or max_cqe (naming the limit); then a rank
-  /// whose slot_size, slots_per_peer or world differs (naming it), and the bootstrap's errors.
+  /// whose slot_size, slots_per_peer or world differs (naming it), and the bootstrap's errors
+  /// (tests: `AllToAllBadInput.EveryBuildSettingIsCheckedBeforeAnythingIsCreated`,
+  /// `AllToAllBadInput.SettingsThatDifferBetweenRanksNameTheRank`).
   PersistentAllToAll(Node& node, Bootstrap& bootstrap, const MemoryRegion& send_memory,
                      const MemoryRegion& receive_memory, const AllToAllSettings& settings);
   /// Takes over the collective; the moved-from object may only be destroyed or assigned to
-  /// (every other call throws ibv::Error, state).
+  /// (every other call throws ibv::Error, state; test:
+  /// `AllToAll.EveryCallOfAMovedFromCollectiveThrowsState`).
   PersistentAllToAll(PersistentAllToAll&&) noexcept;
   /// Destroys this collective (as the destructor) and takes over `other`'s.
   PersistentAllToAll& operator=(PersistentAllToAll&&) noexcept;
@@ -111,18 +123,26 @@ class PersistentAllToAll {
   /// peers_in_flight allow and returns; wait() or poll() take it on. The spans' bytes must stay
   /// unchanged until the round is returned. Rounds already in flight stay so: a round's parts
   /// go out once the rounds before it have posted theirs. Throws ibv::Error: invalid_argument
-  /// for bad parts (nothing posted); state when this rank still holds, or has in flight, the
-  /// round whose slots this one needs (slots_per_peer rounds are held or in flight), or after a
-  /// failure.
+  /// for bad parts (nothing posted; test:
+  /// `AllToAllBadInput.BadPartsAreRefusedBeforeAnythingIsPostedAndTheRoundStillRuns`); state when
+  /// this rank still holds, or has in flight, the round whose slots this one needs (slots_per_peer
+  /// rounds are held or in flight), or after a failure (tests:
+  /// `AllToAll.ASlowReaderHoldsTheSendersBackAndNothingIsOverwritten`,
+  /// `AllToAllFault.ARankThatStopsCallingIsNamedWithinTheTimeoutAndCannotWriteAfterTheFence`).
   void start(std::span<const std::span<const std::byte>> parts);
   /// Takes completions and posts what they allow, without waiting: the oldest round in flight
   /// once it is complete, else nothing. Throws as wait() does.
   [[nodiscard]] std::optional<AllToAllRound> poll();
   /// Waits for the oldest round in flight (by the wait mode), at most `timeout`. Throws
-  /// ibv::Error: state when no round is in flight or after an earlier failure; timeout naming the
-  /// ranks whose parts, credits or acknowledgements are missing; peer_gone naming a rank that
-  /// vanished (and the failed completion's kind for other failures); protocol for a part of
-  /// the wrong round or size. A failure fences the collective first (see the class comment).
+  /// ibv::Error: state when no round is in flight or after an earlier failure (tests:
+  /// `AllToAllBadInput.BadPartsAreRefusedBeforeAnythingIsPostedAndTheRoundStillRuns`,
+  /// `AllToAllFault.ARankWhoseQueuePairsVanishIsNamed`); timeout naming the ranks whose parts,
+  /// credits or acknowledgements are missing (test:
+  /// `AllToAllFault.ARankThatStopsCallingIsNamedWithinTheTimeoutAndCannotWriteAfterTheFence`);
+  /// peer_gone naming a rank that vanished (and the failed completion's kind for other failures;
+  /// test: `MultiHostAllToAll.ARankWhoseLinkGoesDownIsNamedByEveryOther`); protocol for a part of
+  /// the wrong round or size (untested: `protocol`, no test sends the collective a part it did not
+  /// expect). A failure fences the collective first (see the class comment).
   AllToAllRound wait(Timeout timeout = {});
   /// start(parts), then wait(timeout).
   AllToAllRound run(std::span<const std::span<const std::byte>> parts, Timeout timeout = {});
@@ -142,7 +162,8 @@ class PersistentAllToAll {
   /// The fd of the collective's completion channel, for the caller's poll / epoll loop:
   /// start(); then until poll() gives the round: arm_completion_fd(), poll(), sleep on the fd,
   /// consume_completion_events(). Throws ibv::Error (state) without a completion channel
-  /// (AllToAllSettings::completion_channel, or a wait mode that sleeps).
+  /// (AllToAllSettings::completion_channel, or a wait mode that sleeps; test:
+  /// `AllToAll.WithoutACompletionChannelThereIsNoFd`).
   [[nodiscard]] int completion_fd() const;
   /// Arms the completion queue: the next completion makes completion_fd() readable. Poll
   /// after arming (a completion before it raises no event). Throws as completion_fd().

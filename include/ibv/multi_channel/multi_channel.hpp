@@ -44,7 +44,8 @@ class PreparedMultiChannel;
 /// gets (the settings of ChannelBuilder).
 class MultiChannelBuilder {
  public:
-  /// Throws ibv::Error (invalid_argument) when world_size is 0 or rank is not below it.
+  /// Throws ibv::Error (invalid_argument) when world_size is 0 or rank is not below it (test:
+  /// `MultiChannelBuild.RejectsABadRankOrWorldSize`).
   MultiChannelBuilder(ProtectionDomain pd, std::uint32_t rank, std::uint32_t world_size);
 
   /// What every per-peer channel is built with (see ChannelBuilder; all at once).
@@ -83,7 +84,8 @@ class MultiChannelBuilder {
 
   /// Creates world_size - 1 channels' queue pairs and completion queues. Throws ibv::Error
   /// (invalid_argument) before creating any when world_size - 1 exceeds the device's max_qp or
-  /// max_cq, or a channel setting does not fit (see ChannelBuilder::build).
+  /// max_cq, or a channel setting does not fit (see ChannelBuilder::build; test:
+  /// `BadInputDevice.MultiChannelAndNodeBuilders`).
   [[nodiscard]] PreparedMultiChannel build() const;
 
  private:
@@ -108,7 +110,8 @@ class PreparedMultiChannel {
     return static_cast<std::uint32_t>(channels_.size());
   }
   /// The endpoint of the queue pair that connects to `peer`: send it to that peer. Throws
-  /// ibv::Error (invalid_argument) when `peer` is this rank or not below the world size.
+  /// ibv::Error (invalid_argument) when `peer` is this rank or not below the world size (test:
+  /// `MultiChannelBuild.EndpointsArePerPeerAndHandshakeChecksThemFirst`).
   [[nodiscard]] Endpoint endpoint_for(std::uint32_t peer) const;
   /// endpoint_for() of every rank, indexed by rank; this rank's own entry is nullopt.
   [[nodiscard]] std::vector<std::optional<Endpoint>> endpoints() const;
@@ -116,7 +119,8 @@ class PreparedMultiChannel {
   /// Connects every queue pair. `remote[p]` is the endpoint peer p made for this rank (its
   /// endpoint_for(rank())); `remote` has world_size() entries, and this rank's own entry is
   /// ignored (it may be nullopt). Everything is checked before any queue pair changes state:
-  /// a wrong size or a missing peer throws ibv::Error (invalid_argument) naming it.
+  /// a wrong size or a missing peer throws ibv::Error (invalid_argument) naming it (test:
+  /// `MultiChannelBuild.EndpointsArePerPeerAndHandshakeChecksThemFirst`).
   [[nodiscard]] MultiChannel handshake(std::span<const std::optional<Endpoint>> remote) &&;
 
  private:
@@ -134,9 +138,11 @@ class PreparedMultiChannel {
 /// a PeerRemoteMemoryRegion tagged with another peer than the one addressed, throws ibv::Error
 /// (invalid_argument) before anything is posted; post_all checks all its elements first (the
 /// peer, the region's tag, and the queue pair's own checks of each request, QueuePair::check),
-/// so bad input never leaves half of it posted; errors name the element ("operations[1] ...").
-/// The operations are the Channel's (ibv/channel/operation.hpp), with the peer's memory named
-/// by a PeerRemoteMemoryRegion (op::PeerWrite, ...: ibv/multi_channel/peer_operation.hpp).
+/// so bad input never leaves half of it posted; errors name the element ("operations[1] ...";
+/// tests: `BadInputMultiChannel.PeersRanksAndBatchesAreCheckedBeforeAnythingIsPosted`,
+/// `MultiChannelTest.ARegionOfAnotherPeerIsRejectedAndNothingIsWritten`). The operations are the
+/// Channel's (ibv/channel/operation.hpp), with the peer's memory named by a PeerRemoteMemoryRegion
+/// (op::PeerWrite, ...: ibv/multi_channel/peer_operation.hpp).
 ///
 /// - blocking, `execute(peer, operation)`: as Channel::execute on the peer's channel (a request
 ///   that does not complete in time is cancelled, and that peer's channel then refuses further
@@ -149,7 +155,8 @@ class PreparedMultiChannel {
 /// - coroutines: `ibv::async(channels, peer, operation)` (ibv/coro/async_multi_channel.hpp).
 ///
 /// A moved-from MultiChannel (or Node) may be destroyed or assigned to; every call that needs a
-/// channel or the peers throws ibv::Error (state) saying it was moved from, and its noexcept
+/// channel or the peers throws ibv::Error (state) saying it was moved from (test:
+/// `NodeMovedFrom.EveryCallThatNeedsItsChannelsOrBarrierThrowsState`), and its noexcept
 /// getters answer without throwing (world_size() is 0 then).
 ///
 /// Built on a shared receive queue or pool (MultiChannelBuilder), the per-peer channels post
@@ -175,7 +182,8 @@ class MultiChannel {
   /// The ranks this MultiChannel connects to: every rank but rank(), ascending.
   [[nodiscard]] std::vector<std::uint32_t> peers() const;
   /// The channel to `peer`, for anything not covered here. Throws ibv::Error (invalid_argument)
-  /// when `peer` is this rank or not below the world size.
+  /// when `peer` is this rank or not below the world size (test:
+  /// `MultiChannelTest.KnowsItsPeersAndTheirChannels`).
   [[nodiscard]] Channel& channel(std::uint32_t peer) {
     // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): one lookup, written once
     return const_cast<Channel&>(std::as_const(*this).channel(peer));
@@ -206,7 +214,8 @@ class MultiChannel {
 
   /// The fd of the completion channel the per-peer channels share (see Channel::completion_fd).
   /// Throws ibv::Error (state) when there is none (WaitMode::spin without a completion
-  /// channel), when there are no peers, or when the peers' channels do not share one.
+  /// channel), when there are no peers, or when the peers' channels do not share one (untested:
+  /// `state`, no test asks a MultiChannel without a shared completion channel for its fd).
   [[nodiscard]] int completion_fd() const;
   /// Arms every peer's completion queue and takes in what already completed (see
   /// Channel::arm_completion_fd). Throws as completion_fd().
@@ -218,7 +227,9 @@ class MultiChannel {
   /// Blocking, one peer, any peer operation (ibv/multi_channel/peer_operation.hpp: op::Send,
   /// op::Receive, op::PeerWrite, ...): channel(peer).execute(). Throws ibv::Error
   /// (invalid_argument) before posting for a peer that is this rank or not below the world
-  /// size, and for a PeerRemoteMemoryRegion of another peer than `peer`.
+  /// size, and for a PeerRemoteMemoryRegion of another peer than `peer` (tests:
+  /// `BadInputMultiChannel.PeersRanksAndBatchesAreCheckedBeforeAnythingIsPosted`,
+  /// `MultiChannelTest.TheGenericCallsRefuseARegionOfAnotherPeerToo`).
   template <op::PeerOperation Operation>
   WorkCompletion execute(std::uint32_t peer, const Operation& operation, Timeout timeout = {}) {
     return channel_for(peer, operation, "MultiChannel::execute").execute(operation, timeout);
@@ -269,8 +280,9 @@ class MultiChannel {
 
   // Shared receives, from any peer (on a shared receive queue or pool).
   /// The next completion of a shared receive from any peer, waiting (default: the operation
-  /// timeout). Throws ibv::WorkError for a failed one (naming the peer), ibv::Error (timeout)
-  /// when none came, (state) when the channels are not on a shared receive queue.
+  /// timeout). Throws ibv::WorkError for a failed one (naming the peer), ibv::Error (timeout) when
+  /// none came, (state) when the channels are not on a shared receive queue (untested: `timeout`,
+  /// `state`, the tests take shared messages from any peer only through receive_message_any).
   PeerCompletion receive_shared_any(Timeout timeout = {});
   /// The next one if there is one, without waiting.
   [[nodiscard]] std::optional<PeerCompletion> poll_shared_any();
@@ -295,7 +307,8 @@ class MultiChannel {
  private:
   /// Throws channel()'s ibv::Error for a `peer` that has no channel (inline: every
   /// peer-addressed call looks its channel up); with `call`, naming it and saying that nothing
-  /// was posted. In a moved-from MultiChannel no peer has one: ibv::Error (state) then.
+  /// was posted. In a moved-from MultiChannel no peer has one: ibv::Error (state) then (test:
+  /// `NodeMovedFrom.EveryCallThatNeedsItsChannelsOrBarrierThrowsState`).
   [[noreturn]] void throw_no_channel(std::uint32_t peer, const char* call = nullptr) const;
 
   ProtectionDomain pd_;
@@ -308,8 +321,9 @@ class MultiChannel {
 namespace detail {
 /// Throws the ibv::Error (invalid_argument) of `call` when element `index` of a post_all, to
 /// `peer` and naming memory of `owner` (if any), can not be posted: `peer` is no peer of
-/// `channels`, `owner` is another peer, or the request (with `options`) does not pass the
-/// peer's queue pair's checks.
+/// `channels`, `owner` is another peer, or the request (with `options`) does not pass the peer's
+/// queue pair's checks (test:
+/// `BadInputMultiChannel.PeersRanksAndBatchesAreCheckedBeforeAnythingIsPosted`).
 void check_addressed(MultiChannel& channels, const char* call, std::size_t index,
                      std::uint32_t peer, std::optional<std::uint32_t> owner, SendRequest request,
                      PostOptions options);

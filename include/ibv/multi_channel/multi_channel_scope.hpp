@@ -134,8 +134,9 @@ class MultiChannelScope : public detail::MultiScopeBase {
 };
 
 /// A MultiChannel scope without a body (MultiChannel::manual_scope()): the caller polls or
-/// waits on every request itself. close() throws ibv::Error (state) naming every request (and
-/// its peer) that the caller never saw complete, after waiting for them; destroyed without
+/// waits on every request itself. close() throws ibv::Error (state) naming every request (and its
+/// peer) that the caller never saw complete, after waiting for them (test:
+/// `MultiChannelTest.ManualScopeComplainsAboutUnpolledWorkNamingThePeer`); destroyed without
 /// close(), it waits the same way and reports the bug on stderr.
 ///
 /// It posts as MultiChannelScope does (the calls of detail::MultiScopeBase, listed there).
@@ -149,7 +150,8 @@ class MultiManualScope : public detail::MultiScopeBase {
   MultiManualScope& operator=(MultiManualScope&&) = delete;
   ~MultiManualScope();
 
-  /// Ends the scope; throws ibv::Error (state) if any request was left unpolled.
+  /// Ends the scope; throws ibv::Error (state) if any request was left unpolled (test:
+  /// `MultiChannelTest.ManualScopeComplainsAboutUnpolledWorkNamingThePeer`).
   void close();
 
  private:

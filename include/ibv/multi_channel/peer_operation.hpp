@@ -68,14 +68,18 @@ template <PeerOperation Operation>
 }
 
 namespace detail {
-/// Throws the ibv::Error (invalid_argument) of `call` given a region of `owner` for `peer`.
+/// Throws the ibv::Error (invalid_argument) of `call` given a region of `owner` for `peer` (test:
+/// `MultiChannelTest.ARegionOfAnotherPeerIsRejectedAndNothingIsWritten`).
 [[noreturn]] void throw_foreign_region(const char* call, std::uint32_t peer, std::uint32_t owner);
-/// Throws the ibv::Error (invalid_argument) of to_each() for `peer`, listed twice in `peers`.
+/// Throws the ibv::Error (invalid_argument) of to_each() for `peer`, listed twice in `peers` (test:
+/// `BadInputMultiChannel.PeersRanksAndBatchesAreCheckedBeforeAnythingIsPosted`).
 [[noreturn]] void throw_listed_twice(std::span<const std::uint32_t> peers, std::uint32_t peer);
 }  // namespace detail
 
 /// Throws ibv::Error (invalid_argument), naming `call` (a string literal), when `operation`
-/// names memory of another peer than `peer` (the check of every peer-addressed call).
+/// names memory of another peer than `peer` (the check of every peer-addressed call; tests:
+/// `MultiChannelTest.ARegionOfAnotherPeerIsRejectedAndNothingIsWritten`,
+/// `MultiChannelTest.TheGenericCallsRefuseARegionOfAnotherPeerToo`).
 template <PeerOperation Operation>
 void check_region_owner(const Operation& operation, std::uint32_t peer, const char* call) {
   if (const std::optional<std::uint32_t> owner = region_owner(operation); owner && *owner != peer)
@@ -121,8 +125,9 @@ using addressed_t = typename detail::addressed_operation<T>::type;
 
 /// `operation` to each rank of `peers`, in that order: a multicast of a send, or a receive from
 /// each (an operation on a peer's memory names one peer's region, so it goes to that peer
-/// alone). Throws ibv::Error (invalid_argument) for a rank listed twice; post_all checks the
-/// ranks themselves.
+/// alone). Throws ibv::Error (invalid_argument) for a rank listed twice (test:
+/// `BadInputMultiChannel.PeersRanksAndBatchesAreCheckedBeforeAnythingIsPosted`); post_all checks
+/// the ranks themselves.
 template <PeerOperation Operation>
 [[nodiscard]] std::vector<ToPeer<Operation>> to_each(std::span<const std::uint32_t> peers,
                                                      const Operation& operation) {

@@ -14,7 +14,8 @@ namespace ibv {
 /// A RemoteMemoryRegion of one peer of a MultiChannel. Its rkey and addresses mean something
 /// only on that peer's device, so the MultiChannel's write and read calls check the tag: using
 /// the region with another peer throws ibv::Error (invalid_argument) instead of writing into
-/// whatever that peer has at the same address. Sub-regions keep the tag.
+/// whatever that peer has at the same address (test:
+/// `MultiChannelTest.ARegionOfAnotherPeerIsRejectedAndNothingIsWritten`). Sub-regions keep the tag.
 class PeerRemoteMemoryRegion {
  public:
   /// Tags `region` as `peer`'s (unchecked: the rank the region came from is the caller's).

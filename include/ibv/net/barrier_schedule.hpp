@@ -54,13 +54,16 @@ enum class BarrierAlgorithm : std::uint8_t {
 class BarrierGroup {
  public:
   /// Every rank of a world: 0, 1, ..., world_size - 1. Throws ibv::Error (invalid_argument)
-  /// when world_size is 0.
+  /// when world_size is 0 (test: `BarrierGroup.AllIsEveryRankOfTheWorld`).
   [[nodiscard]] static BarrierGroup all(std::uint32_t world_size);
 
   /// A subset of the world that includes the caller `me`. Throws ibv::Error (invalid_argument)
   /// naming the first problem: world_size 0, `ranks` empty, not in ascending order (naming the
   /// first out-of-order position), a rank listed twice (naming it), a rank not below
-  /// world_size, or `me` not among `ranks`.
+  /// world_size, or `me` not among `ranks` (tests: `BarrierGroup.SubsetRejectsAZeroWorld`,
+  /// `BarrierGroup.SubsetRejectsAnEmptyList`, `BarrierGroup.SubsetNamesTheFirstOutOfOrderPosition`,
+  /// `BarrierGroup.SubsetNamesADuplicate`, `BarrierGroup.SubsetNamesARankOutsideTheWorld`,
+  /// `BarrierGroup.SubsetRejectsACallerThatIsNotIncluded`).
   [[nodiscard]] static BarrierGroup subset(std::vector<std::uint32_t> ranks, std::uint32_t me,
                                            std::uint32_t world_size);
 
@@ -71,12 +74,12 @@ class BarrierGroup {
   /// The participants' global ranks, in ascending order.
   [[nodiscard]] std::span<const std::uint32_t> ranks() const noexcept { return ranks_; }
   /// Global rank of the participant at `position`; throws ibv::Error (invalid_argument) when
-  /// position >= size().
+  /// position >= size() (test: `BarrierGroup.PositionsAndRanks`).
   [[nodiscard]] std::uint32_t rank_at(std::size_t position) const;
   /// Whether `rank` takes part (O(log n)).
   [[nodiscard]] bool contains(std::uint32_t rank) const noexcept;
   /// Position (index in ranks()) of `rank` (O(log n)); throws ibv::Error (invalid_argument)
-  /// when `rank` is not a participant.
+  /// when `rank` is not a participant (test: `BarrierGroup.PositionsAndRanks`).
   [[nodiscard]] std::size_t position_of(std::uint32_t rank) const;
 
   /// Same world size and same participants.
@@ -104,14 +107,15 @@ struct BarrierStep {
 /// The number of rounds of `algorithm` for a group of `group_size` participants; every
 /// participant's schedule has exactly this many steps. 0 when group_size is 1; otherwise 2 for
 /// centralized, 2 * floor(log2 group_size) for binary_tree, ceil(log2 group_size) for
-/// dissemination. Throws ibv::Error (invalid_argument) when group_size is 0 or `algorithm` is
-/// not one of the enumerators.
+/// dissemination. Throws ibv::Error (invalid_argument) when group_size is 0 or `algorithm` is not
+/// one of the enumerators (test: `BarrierSchedule.RejectsAnUnknownAlgorithm`).
 [[nodiscard]] std::size_t round_count(BarrierAlgorithm algorithm, std::size_t group_size);
 
 /// The rounds participant `me` (a global rank) goes through in a barrier of `group` by
 /// `algorithm`: round_count(algorithm, group.size()) steps, see BarrierAlgorithm for the
-/// pattern. Throws ibv::Error (invalid_argument) when `me` is not in the group or `algorithm`
-/// is not one of the enumerators.
+/// pattern. Throws ibv::Error (invalid_argument) when `me` is not in the group or `algorithm` is
+/// not one of the enumerators (tests: `BarrierSchedule.RejectsACallerOutsideTheGroup`,
+/// `BarrierSchedule.RejectsAnUnknownAlgorithm`).
 [[nodiscard]] std::vector<BarrierStep> barrier_schedule(BarrierAlgorithm algorithm,
                                                         const BarrierGroup& group,
                                                         std::uint32_t me);

@@ -24,7 +24,9 @@ namespace ibv::net {
 /// Contract of every implementation: every rank calls the same collectives in the same order;
 /// a call returns only when it is complete for this rank; a failure (a rank that left, a
 /// protocol violation, the deadline) throws ibv::Error naming the rank or address concerned and
-/// leaves the Bootstrap unusable (later calls throw ErrorKind::state). Not thread-safe.
+/// leaves the Bootstrap unusable (later calls throw ErrorKind::state; tests:
+/// `Exchanger.APeerThatClosesDuringAnExchangeIsPeerGoneThenTheExchangerIsPoisoned`,
+/// `Rendezvous.AFailureLeavesItUnusableAndSaysWhy`). Not thread-safe.
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
@@ -43,14 +45,16 @@ class Bootstrap {
   /// Personalized all-to-all: `to_peer[r]` goes to rank r only (the entry at rank() is ignored;
   /// it may be empty). Returns, index = rank, what each rank sent to this one; the own entry is
   /// a copy of to_peer[rank()]. Throws ibv::Error (invalid_argument) when to_peer does not have
-  /// world_size() entries. This rank receives only its own entries: O(world size) bytes.
+  /// world_size() entries (test: `Rendezvous.TooLargeAContributionIsRefusedBeforeAnythingIsSent`).
+  /// This rank receives only its own entries: O(world size) bytes.
   [[nodiscard]] virtual std::vector<std::vector<std::byte>> all_to_all_bytes(
       std::span<const std::vector<std::byte>> to_peer) = 0;
   /// Returns when every rank has entered it.
   virtual void barrier() = 0;
 
   /// all_gather_bytes() of Wire<T>::encode(mine), each peer's entry decoded (own entry: a copy
-  /// of `mine`). An entry that does not decode throws ibv::Error (protocol) naming its rank.
+  /// of `mine`). An entry that does not decode throws ibv::Error (protocol) naming its rank (test:
+  /// `Exchanger.AnEntryThatDoesNotDecodeNamesTheRankAndLeavesTheExchangerUsable`).
   template <WireSerializable T>
   requires std::copy_constructible<T>
   [[nodiscard]] std::vector<T> all_gather(const T& mine) {
@@ -79,7 +83,8 @@ class Bootstrap {
   /// See Bootstrap(const Bootstrap&).
   Bootstrap& operator=(Bootstrap&&) noexcept = default;
 
-  /// Throws the protocol error of an entry from `sender` that does not decode.
+  /// Throws the protocol error of an entry from `sender` that does not decode (test:
+  /// `Exchanger.AnEntryThatDoesNotDecodeNamesTheRankAndLeavesTheExchangerUsable`).
   [[noreturn]] virtual void throw_undecodable(std::uint32_t sender, const Error& error) const;
 
  private:

@@ -45,9 +45,12 @@ struct BootstrapChoice {
 ///     a PmixBootstrap.
 /// Throws ibv::Error: invalid_argument when nothing applies (the message lists the three
 /// ways), for an IBV_BOOTSTRAP value that is none of these (quoted briefly), or when a rank or
-/// world size is needed and nobody says it; unsupported when PMIx is asked for or the process
-/// runs under a PMIx launcher and the library was built without PMIx; and the errors of the
-/// chosen bootstrap's constructor.
+/// world size is needed and nobody says it (tests: `BootstrapChoice.NothingAtAllListsTheWaysThere`,
+/// `BootstrapChoice.AnIbvBootstrapValueThatIsNoneOfTheWaysIsQuotedBriefly`,
+/// `BootstrapChoice.ARendezvousWithoutALauncherTakesTheCallersRankOrSaysWhatIsMissing`);
+/// unsupported when PMIx is asked for or the process runs under a PMIx launcher and the library was
+/// built without PMIx (test: `BootstrapChoice.PmixWithoutAPmixServerOrWithoutPmixBuiltInSaysWhich`,
+/// in a build without PMIx); and the errors of the chosen bootstrap's constructor.
 [[nodiscard]] std::unique_ptr<Bootstrap> bootstrap_from_environment(
     const BootstrapChoice& choice = {});
 /// The same with the environment read through `lookup` (tests; a launcher's saved environment).
@@ -59,7 +62,9 @@ struct BootstrapChoice {
 /// L mod count (one rail per local rank; L is `local_rank`, else the launcher's
 /// local_rank_from_launcher(), else 0); else the first device with an active port. Set IBV_DEVICE
 /// differently per host (e.g. in the job script) where hosts differ. Throws ibv::Error: not_found
-/// naming the devices that exist; invalid_argument for an empty entry in IBV_DEVICE.
+/// naming the devices that exist (test:
+/// `DeviceFromEnvironment.OpeningADeviceThatDoesNotExistNamesIt`); invalid_argument for an empty
+/// entry in IBV_DEVICE (test: `DeviceFromEnvironment.IbvDeviceNamesOneDeviceOrOnePerLocalRank`).
 [[nodiscard]] Context open_device_from_environment(std::optional<std::uint32_t> local_rank = {});
 /// The same with the environment read through `lookup`.
 [[nodiscard]] Context open_device_from_environment(std::optional<std::uint32_t> local_rank,

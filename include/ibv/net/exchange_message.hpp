@@ -112,10 +112,13 @@ struct HeaderExpectation {
 /// it is still arriving) against `expected`, field by field as far as they are complete, so that
 /// garbage is rejected as soon as its first four bytes are in. Returns the header once all
 /// kSize bytes are there and valid, nullopt while it is incomplete (and valid so far). Throws
-/// ibv::Error, kind protocol (errno EPROTO), whose message names `expected.peer` and what exactly
-/// is wrong, e.g. "rank 2 at node03:18515 sent a 5000000-byte message; the maximum is 1048576
-/// (ExchangerOptions::max_message_size)"; invalid_argument when `received` is longer than a
-/// header.
+/// ibv::Error, kind protocol (errno EPROTO; tests:
+/// `ExchangeMessage.GarbageIsRejectedAsSoonAsItsFirstFourBytesArrive`,
+/// `ExchangeMessage.OversizedPayloadIsRejectedWithTheLimitNamed`), whose message names
+/// `expected.peer` and what exactly is wrong, e.g. "rank 2 at node03:18515 sent a 5000000-byte
+/// message; the maximum is 1048576 (ExchangerOptions::max_message_size)"; invalid_argument when
+/// `received` is longer than a header (test:
+/// `ExchangeMessage.LongerInputThanAHeaderIsInvalidArgument`).
 [[nodiscard]] std::optional<MessageHeader> decode_header(std::span<const std::byte> received,
                                                          const HeaderExpectation& expected);
 

@@ -55,9 +55,13 @@ struct ExchangerOptions {
 ///
 /// Every exchange is bounded by one deadline and fails fast: a peer that sends anything that
 /// breaks the protocol, closes its connection or can not be reached ends the exchange with an
-/// ibv::Error (kind protocol, peer_gone or timeout) naming the rank, its address and exactly
-/// what went wrong. The connections are then closed (so the peers fail promptly too) and the
-/// Exchanger is unusable: later calls throw ErrorKind::state.
+/// ibv::Error (kind protocol, peer_gone or timeout; tests:
+/// `ExchangerHostile.GarbageIsRejectedAndTheConnectionClosed`,
+/// `Exchanger.APeerThatClosesDuringAnExchangeIsPeerGoneThenTheExchangerIsPoisoned`,
+/// `Exchanger.AHigherRankThatNeverStartsTimesOutNamingItsAddress`) naming the rank, its address and
+/// exactly what went wrong. The connections are then closed (so the peers fail promptly too) and
+/// the Exchanger is unusable: later calls throw ErrorKind::state (test:
+/// `Exchanger.APeerThatClosesDuringAnExchangeIsPeerGoneThenTheExchangerIsPoisoned`).
 ///
 /// Host names are resolved with getaddrinfo(), which blocks: a resolver that hangs can delay
 /// an exchange beyond its deadline (numeric addresses in the configuration avoid it).
@@ -75,9 +79,13 @@ class Exchanger final : public Bootstrap {
  public:
   /// Starts listening on config.host(rank).port at once (on options.listen_address), so that the
   /// peers' connections succeed early; with a world size of 1 it opens nothing. Throws ibv::Error:
-  /// invalid_argument for a rank outside the config or invalid options; resource when the port
-  /// is in use (naming the port; another process, e.g. a previous run, holds it); permission
-  /// for a privileged port; invalid_argument for a listen_address that is not of this host.
+  /// invalid_argument for a rank outside the config or invalid options (tests:
+  /// `Exchanger.RejectsARankOutsideTheConfiguration`, `Exchanger.RejectsInvalidOptions`); resource
+  /// when the port is in use (naming the port; another process, e.g. a previous run, holds it)
+  /// (test: `Exchanger.APortInUseIsReportedWithThePort`); permission for a privileged port
+  /// (untested: `permission`, no test binds a privileged port); invalid_argument for a
+  /// listen_address that is not of this host (test:
+  /// `Exchanger.AListenAddressOfAnotherHostIsRejected`).
   Exchanger(NetworkConfig config, std::uint32_t rank, ExchangerOptions options = {});
 
   Exchanger(const Exchanger&) = delete;
@@ -95,22 +103,32 @@ class Exchanger final : public Bootstrap {
   /// taken ours, within ExchangerOptions::timeout. With a world size of 1 it returns {mine}
   /// without any network activity.
   ///
-  /// Throws ibv::Error: invalid_argument when `mine` exceeds max_message_size (nothing is sent;
-  /// the Exchanger stays usable); otherwise, and then the Exchanger is unusable afterwards:
-  /// protocol when a peer or a stray client sends something that breaks the protocol (garbage,
-  /// another protocol version, an unknown, higher or duplicate rank, another world size or
-  /// sequence number, an oversized message), peer_gone when a peer closes or breaks its
-  /// connection during the exchange (a message cut short included), connection when a client
-  /// closes its connection in the middle of its hello, timeout (ETIMEDOUT) when the deadline
-  /// passes, naming the ranks waited for and why (e.g. "rank 3 at node04:18515 refused the
-  /// connection 57 times: is it running?"); state when an earlier exchange failed or the
-  /// Exchanger was moved from.
+  /// Throws ibv::Error: invalid_argument when `mine` exceeds max_message_size (nothing is sent; the
+  /// Exchanger stays usable; test:
+  /// `Exchanger.AnOversizedOwnMessageIsRejectedBeforeSendingAndLeavesItUsable`); otherwise, and
+  /// then the Exchanger is unusable afterwards: protocol when a peer or a stray client sends
+  /// something that breaks the protocol (garbage, another protocol version, an unknown, higher or
+  /// duplicate rank, another world size or sequence number, an oversized message; tests:
+  /// `ExchangerHostile.GarbageIsRejectedAndTheConnectionClosed`,
+  /// `ExchangerHostile.AnotherSequenceNumberIsRejected`), peer_gone when a peer closes or breaks
+  /// its connection during the exchange (a message cut short included; tests:
+  /// `Exchanger.APeerThatClosesDuringAnExchangeIsPeerGoneThenTheExchangerIsPoisoned`,
+  /// `ExchangerHostile.ATruncatedPayloadOfAKnownRankIsPeerGone`), connection when a client closes
+  /// its connection in the middle of its hello (test:
+  /// `ExchangerHostile.ATruncatedHelloOfAStrangerIsAConnectionError`), timeout (ETIMEDOUT) when the
+  /// deadline passes, naming the ranks waited for and why (e.g. "rank 3 at node04:18515 refused the
+  /// connection 57 times: is it running?") (test:
+  /// `Exchanger.AHigherRankThatNeverStartsTimesOutNamingItsAddress`); state when an earlier
+  /// exchange failed or the Exchanger was moved from (tests:
+  /// `Exchanger.APeerThatClosesDuringAnExchangeIsPeerGoneThenTheExchangerIsPoisoned`,
+  /// `Exchanger.AMovedExchangerKeepsItsConnections`).
   [[nodiscard]] std::vector<std::vector<std::byte>> exchange_bytes(std::span<const std::byte> mine);
 
   /// all_gather<T>(mine): exchange_bytes() of Wire<T>::encode(mine), each peer's entry decoded
   /// with Wire<T>::decode (own entry: a copy of `mine`). A peer's entry that does not decode
-  /// throws ibv::Error (protocol) naming the rank; that leaves the Exchanger usable, as the
-  /// exchange itself succeeded.
+  /// throws ibv::Error (protocol) naming the rank (test:
+  /// `Exchanger.AnEntryThatDoesNotDecodeNamesTheRankAndLeavesTheExchangerUsable`); that leaves the
+  /// Exchanger usable, as the exchange itself succeeded.
   template <WireSerializable T>
   requires std::copy_constructible<T>
   [[nodiscard]] std::vector<T> exchange(const T& mine) { return all_gather(mine); }

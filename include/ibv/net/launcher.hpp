@@ -33,7 +33,8 @@ using EnvironmentLookup = std::function<std::optional<std::string>(std::string_v
 /// This process's index among the job's processes on its node, from the first launcher variable
 /// that is set: OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID (MPICH, Intel MPI), SLURM_LOCALID.
 /// nullopt when none is. Throws ibv::Error (invalid_argument) naming the variable when its
-/// value is not a plain decimal 32-bit integer.
+/// value is not a plain decimal 32-bit integer (test:
+/// `LocalRankFromLauncher.ReadsTheFirstLaunchersVariable`).
 [[nodiscard]] std::optional<std::uint32_t> local_rank_from_launcher(
     const EnvironmentLookup& lookup);
 
@@ -44,8 +45,10 @@ using EnvironmentLookup = std::function<std::optional<std::string>(std::string_v
 /// Open MPI (OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE), PMI (PMI_RANK, PMI_SIZE), Slurm
 /// (SLURM_PROCID, SLURM_NTASKS). nullopt when none of them is set. Throws ibv::Error
 /// (invalid_argument) naming the variable when only one of a pair is set, a value is not a
-/// plain decimal integer that fits 32 bits ("", "-1", "3x", " 3" are rejected), the size is 0
-/// or the rank is not below the size.
+/// plain decimal integer that fits 32 bits ("", "-1", "3x", " 3" are rejected), the size is 0 or
+/// the rank is not below the size (tests: `LauncherRank.APairWithOneVariableNamesTheMissingOne`,
+/// `LauncherRank.RejectsValuesThatAreNotPlainDecimalIntegers`, `LauncherRank.RejectsASizeOfZero`,
+/// `LauncherRank.RejectsARankNotBelowTheSize`).
 ///
 /// The first launcher with any variable set decides. PMI comes before Slurm because PMI_* are
 /// set by whatever started this very process: an MPICH or Intel MPI mpiexec inside a Slurm
@@ -54,8 +57,10 @@ using EnvironmentLookup = std::function<std::optional<std::string>(std::string_v
 [[nodiscard]] std::optional<LauncherRank> rank_from_launcher(const EnvironmentLookup& lookup);
 
 /// Throws ibv::Error (invalid_argument) when the launcher started a different number of
-/// processes than `config` has hosts (the message names both numbers and launcher.source), or
-/// when launcher.rank is not a rank of `config`.
+/// processes than `config` has hosts (the message names both numbers and launcher.source), or when
+/// launcher.rank is not a rank of `config` (tests:
+/// `LauncherCheck.ADifferentSizeNamesBothAndTheSource`,
+/// `LauncherCheck.ARankOutsideTheConfigurationIsRejected`).
 void check_against(const LauncherRank& launcher, const NetworkConfig& config);
 
 }  // namespace ibv::net

@@ -29,7 +29,8 @@ struct HostConfig {
 /// one and at most kMaxHosts hosts, ranks exactly 0..N-1, non-empty host names and device
 /// names, ports in 1..65535, and no two ranks listening on the same host name and port (host
 /// names compared without regard to case). Invalid input throws ibv::Error (invalid_argument)
-/// whose message names what is wrong and where ("hosts[2].port is 0: it must be 1..65535").
+/// whose message names what is wrong and where ("hosts[2].port is 0: it must be 1..65535"; test:
+/// `NetworkConfigErrors.PortMustBeAnIntegerIn1To65535`).
 class NetworkConfig {
  public:
   /// The largest network accepted: a sanity bound that catches runaway or corrupt files.
@@ -39,12 +40,17 @@ class NetworkConfig {
   /// Entries may come in any order. Unknown fields are rejected by name (so a typo such as
   /// "rankId" can not pass silently); "comment" is the only optional field. Throws ibv::Error
   /// (invalid_argument) for text that is not JSON (with the byte position), a wrong shape, a
-  /// missing, mistyped or out-of-range field, or ranks that are not exactly 0..N-1.
+  /// missing, mistyped or out-of-range field, or ranks that are not exactly 0..N-1 (tests:
+  /// `NetworkConfigErrors.TextThatIsNotJsonGivesTheBytePosition`,
+  /// `NetworkConfigErrors.HostsMustBeAnArray`, `NetworkConfigErrors.EachMissingFieldIsNamed`,
+  /// `NetworkConfigErrors.RanksMustStartAtZero`).
   [[nodiscard]] static NetworkConfig from_json(std::string_view text);
 
   /// from_json() on the content of a file. Throws ibv::Error naming the file when it can not
-  /// be read (kind not_found, permission, ... by errno) or its content is invalid
-  /// (invalid_argument, the message starting with the file name).
+  /// be read (kind not_found, permission, ... by errno; test:
+  /// `NetworkConfigFile.AMissingFileIsNamed`; untested: `permission`, no test makes a file it can
+  /// not read) or its content is invalid (invalid_argument, the message starting with the file
+  /// name; test: `NetworkConfigFile.ErrorsInTheContentNameTheFile`).
   [[nodiscard]] static NetworkConfig from_file(const std::filesystem::path& path);
 
   /// The JSON form, indented, hosts in rank order, "comment" only where non-empty;
@@ -55,7 +61,8 @@ class NetworkConfig {
   [[nodiscard]] std::size_t world_size() const noexcept { return hosts_.size(); }
 
   /// The host of `rank`. Throws ibv::Error (invalid_argument) naming the rank and the world
-  /// size when rank >= world_size().
+  /// size when rank >= world_size() (test:
+  /// `NetworkConfigHost.OutOfRangeNamesTheRankAndTheWorldSize`).
   [[nodiscard]] const HostConfig& host(std::uint32_t rank) const;
 
   /// All hosts, sorted by rank: hosts()[r].rank == r.
@@ -84,8 +91,9 @@ class NetworkConfigBuilder {
   NetworkConfigBuilder& add_host(HostConfig host);
 
   /// Validates the hosts added so far and returns them as a NetworkConfig sorted by rank.
-  /// Throws ibv::Error (invalid_argument) like NetworkConfig::from_json(). The builder is left
-  /// unchanged, so it may be built again.
+  /// Throws ibv::Error (invalid_argument) like NetworkConfig::from_json() (test:
+  /// `NetworkConfigBuilder.RunsTheSameValidation`). The builder is left unchanged, so it may be
+  /// built again.
   [[nodiscard]] NetworkConfig build() const;
 
  private:

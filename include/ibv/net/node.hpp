@@ -54,10 +54,11 @@ struct BarrierOptions {
 /// algorithm and timeout, and what every per-peer channel gets (see ChannelBuilder).
 class NodeBuilder {
  public:
-  /// Throws ibv::Error (invalid_argument) when world_size is 0 or rank is not below it.
+  /// Throws ibv::Error (invalid_argument) when world_size is 0 or rank is not below it (test:
+  /// `BadInputDevice.MultiChannelAndNodeBuilders`).
   NodeBuilder(ProtectionDomain pd, std::uint32_t rank, std::uint32_t world_size);
   /// Rank `rank` of the world `config` describes. Throws ibv::Error (invalid_argument) when
-  /// `rank` is not a rank of `config`.
+  /// `rank` is not a rank of `config` (test: `BadInputDevice.MultiChannelAndNodeBuilders`).
   NodeBuilder(ProtectionDomain pd, const NetworkConfig& config, std::uint32_t rank);
 
   /// Default: dissemination (ceil(log2 n) rounds).
@@ -90,8 +91,10 @@ class NodeBuilder {
   /// there is no extra round. Off by default; a Node without it makes no UD queue pair and
   /// sends the same bytes as before. Every rank of a world must make the same choice, with the
   /// same Q_Key: the handshake refuses a mismatch with ibv::Error (invalid_argument) naming the
-  /// rank. An unset settings.gid_index takes the queue pair settings' gid_index (queue_pair())
-  /// when that one is set. The settings are checked at build().
+  /// rank (tests: `NodeDatagrams.ARankThatDidNotOptInFailsTheHandshakeOnEveryRankNamingARank`,
+  /// `NodeDatagrams.ARankWithAnotherQKeyFailsTheHandshake`). An unset settings.gid_index takes the
+  /// queue pair settings' gid_index (queue_pair()) when that one is set. The settings are checked
+  /// at build().
   NodeBuilder& datagrams(const DatagramSettings& settings);
   /// The datagram settings, when datagrams() was called.
   [[nodiscard]] const std::optional<DatagramSettings>& datagram_settings() const noexcept {
@@ -118,7 +121,7 @@ class PreparedNode {
   /// Takes over the queue pairs and barrier slots; the moved-from object may only be
   /// destroyed or assigned to: endpoint(), endpoint_for(), handshake() and connect() throw
   /// ibv::Error (state) saying it was moved from (also after handshake() or connect(), which
-  /// move from it).
+  /// move from it; test: `PreparedNodeHandshake.AMovedFromOrHandshakenOneThrowsState`).
   PreparedNode(PreparedNode&&) noexcept;
   /// Releases this object's queue pairs and takes over `other`'s.
   PreparedNode& operator=(PreparedNode&&) noexcept;
@@ -139,17 +142,20 @@ class PreparedNode {
   /// ignored). Everything is checked first: a wrong count, an entry from another rank or for
   /// another world size, barrier slots too small, a rank with a datagram endpoint when this one
   /// has none or the other way round, or one whose Q_Key differs, throw ibv::Error
-  /// (invalid_argument) naming it.
-  /// The peers must have handshaken too before this Node posts anything to them (connect()
-  /// sees to that).
+  /// (invalid_argument) naming it (tests: `PreparedNodeHandshake.ChecksEveryEndpointFirst`,
+  /// `NodeDatagrams.ARankThatDidNotOptInFailsTheHandshakeOnEveryRankNamingARank`,
+  /// `NodeDatagrams.ARankWithAnotherQKeyFailsTheHandshake`). The peers must have handshaken too
+  /// before this Node posts anything to them (connect() sees to that).
   [[nodiscard]] Node handshake(std::span<const PeerEndpoint> remote) &&;
   /// handshake() from every rank's whole NodeEndpoint (index = rank), with the same checks.
   [[nodiscard]] Node handshake(std::span<const NodeEndpoint> remote) &&;
   /// Sends each peer its PeerEndpoint over `bootstrap` (Bootstrap::all_to_all: this rank
   /// receives O(world size) bytes), handshakes, then waits in bootstrap.barrier() so that no
   /// rank returns before every rank's queue pairs are connected. Throws ibv::Error
-  /// (invalid_argument) when the bootstrap is for another rank or world size, and the
-  /// bootstrap's errors (timeout, connection, protocol) as they are.
+  /// (invalid_argument) when the bootstrap is for another rank or world size (untested:
+  /// `invalid_argument`, no test passes a bootstrap of another rank), and the bootstrap's own
+  /// errors as they are (peer_gone, for one, naming a rank that died during the exchange; test:
+  /// `RankFaultExchange.ARankThatDiesAfterItsHelloBeforeItsDataIsNamed`).
   [[nodiscard]] Node connect(Bootstrap& bootstrap) &&;
 
  private:
@@ -160,7 +166,9 @@ class PreparedNode {
   /// This rank's datagram address, when it has datagrams.
   [[nodiscard]] std::optional<UdAddress> datagram_address() const;
   /// Throws ibv::Error (invalid_argument) naming `peer` when its datagram address (`theirs`)
-  /// does not match this rank's choice, or its Q_Key differs.
+  /// does not match this rank's choice, or its Q_Key differs (tests:
+  /// `NodeDatagrams.ARankThatDidNotOptInFailsTheHandshakeOnEveryRankNamingARank`,
+  /// `NodeDatagrams.ARankWithAnotherQKeyFailsTheHandshake`).
   void check_datagram_choice(std::uint32_t peer, const std::optional<UdAddress>& theirs) const;
   PreparedMultiChannel channels_;
   std::unique_ptr<detail::RdmaBarrier> barrier_;
@@ -175,8 +183,10 @@ class PreparedNode {
 ///
 /// - barrier() returns once every rank, or every rank of a subset, has entered it; each is
 ///   bounded by a timeout (barrier_timeout(), or BarrierOptions::timeout).
-/// - A failed barrier poisons the Node's barrier: every later one throws ibv::Error (state)
-///   at once, naming the first failure. Rebuild the Node on every rank to go on.
+/// - A failed barrier poisons the Node's barrier: every later one throws ibv::Error (state) at
+///   once, naming the first failure (test:
+///   `NodeBarrier.TimesOutWhenARankNeverArrivesAndIsPoisonedAfter`). Rebuild the Node on every rank
+///   to go on.
 /// - A barrier orders arrivals, not data: complete your own writes to a peer before entering
 ///   a barrier after which that peer reads them.
 ///
@@ -185,7 +195,8 @@ class PreparedNode {
 class Node : public MultiChannel {
  public:
   /// Takes over the channels and the barrier; the moved-from Node may only be destroyed or
-  /// assigned to. Its calls throw ibv::Error (state) saying it was moved from: barrier(),
+  /// assigned to. Its calls throw ibv::Error (state) saying it was moved from (test:
+  /// `NodeMovedFrom.EveryCallThatNeedsItsChannelsOrBarrierThrowsState`): barrier(),
   /// datagrams(), and every MultiChannel call that needs a channel or the peers (channel(),
   /// execute(), post(), post_all(), peers(), peer_of(), the completion fd and shared-receive
   /// calls; a scope's posts). Its noexcept getters answer without throwing (world_size() is
@@ -198,14 +209,20 @@ class Node : public MultiChannel {
   ~Node();
 
   /// Waits until every rank has entered this barrier. Throws ibv::Error: timeout when not all
-  /// arrived in time (naming the ranks still awaited and the round), peer_gone when a signal
-  /// to a rank failed because the rank vanished (naming it; other signal failures have their
-  /// completion's kind), state when the barrier was poisoned by an earlier failure,
-  /// invalid_argument for bad options. A failure poisons the barrier (see the class comment).
+  /// arrived in time (naming the ranks still awaited and the round; test:
+  /// `NodeBarrier.TimesOutWhenARankNeverArrivesAndIsPoisonedAfter`), peer_gone when a signal to a
+  /// rank failed because the rank vanished (naming it; other signal failures have their
+  /// completion's kind; test:
+  /// `RankFaultBarrier.CentralizedLeaderKilledSignalFailsWithFiniteRetries`), state when the
+  /// barrier was poisoned by an earlier failure (test:
+  /// `NodeBarrier.TimesOutWhenARankNeverArrivesAndIsPoisonedAfter`), invalid_argument for bad
+  /// options (test: `NodeBarrier.ABadSubsetIsRejectedAndPoisonsNothing`). A failure poisons the
+  /// barrier (see the class comment).
   void barrier(BarrierOptions options = {});
   /// Waits until every rank of `ranks` has entered this barrier: a sorted, duplicate-free list
   /// of ranks that includes this one; every rank in it must make the same call. A bad list
-  /// throws ibv::Error (invalid_argument) naming the problem and does not poison anything.
+  /// throws ibv::Error (invalid_argument) naming the problem and does not poison anything (test:
+  /// `NodeBarrier.ABadSubsetIsRejectedAndPoisonsNothing`).
   void barrier(std::span<const std::uint32_t> ranks, BarrierOptions options = {});
 
   /// The default algorithm of barrier().
@@ -219,7 +236,8 @@ class Node : public MultiChannel {
   [[nodiscard]] bool has_datagrams() const noexcept { return datagrams_ != nullptr; }
   /// This rank's datagram endpoint, every rank addressed by its number (NodeDatagrams). The
   /// reference stays valid while this Node lives (also when it is moved). Throws ibv::Error
-  /// (state) when the Node was built without NodeBuilder::datagrams().
+  /// (state) when the Node was built without NodeBuilder::datagrams() (test:
+  /// `NodeDatagrams.ANodeWithoutThemHasNoneAndSendsVersionOneEndpoints`).
   [[nodiscard]] NodeDatagrams& datagrams();
 
  private:

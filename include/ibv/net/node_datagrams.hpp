@@ -76,7 +76,8 @@ class NodeDatagrams {
     return static_cast<std::uint32_t>(addresses_.size());
   }
   /// The datagram address of `rank` (this rank's own included). Throws ibv::Error
-  /// (invalid_argument) when `rank` is not below world_size().
+  /// (invalid_argument) when `rank` is not below world_size() (test:
+  /// `NodeDatagrams.SizesAndRanksAreCheckedBeforeAnythingIsPosted`).
   [[nodiscard]] const UdAddress& address(std::uint32_t rank) const;
   /// The largest payload a datagram to `rank` carries: the smaller path MTU of the two ranks,
   /// minus DatagramHeader::kSize. Throws as address().
@@ -86,7 +87,8 @@ class NodeDatagrams {
 
   /// Sends `payload` to `rank` and waits for the send's completion (which says it left, not
   /// that it arrived). Throws ibv::Error: invalid_argument for a rank not below world_size()
-  /// or a payload over max_payload(rank), before anything is posted; otherwise as
+  /// or a payload over max_payload(rank), before anything is posted (test:
+  /// `NodeDatagrams.SizesAndRanksAreCheckedBeforeAnythingIsPosted`); otherwise as
   /// DatagramEndpoint::send().
   void send_to(std::uint32_t rank, std::span<const std::byte> payload);
   /// Posts the send and returns without waiting for its completion (the payload is copied).
@@ -96,8 +98,9 @@ class NodeDatagrams {
   void flush(Duration timeout);
 
   /// The next datagram from a rank, waiting at most `timeout` (positive, else ibv::Error
-  /// invalid_argument); nullopt when none arrived in time. Datagrams from queue pairs that are
-  /// no rank's are dropped on the way (unknown_sender_datagrams()).
+  /// invalid_argument; test: `NodeDatagrams.SizesAndRanksAreCheckedBeforeAnythingIsPosted`);
+  /// nullopt when none arrived in time. Datagrams from queue pairs that are no rank's are dropped
+  /// on the way (unknown_sender_datagrams()).
   [[nodiscard]] std::optional<RankDatagram> receive(Duration timeout);
   /// The next datagram from a rank if one has arrived, without waiting.
   [[nodiscard]] std::optional<RankDatagram> try_receive();
@@ -122,7 +125,8 @@ class NodeDatagrams {
   [[nodiscard]] std::optional<std::uint32_t> rank_of(const DatagramMessage& message) const;
   /// `message` with its rank, or nullopt (counted, released) when it is from no rank.
   std::optional<RankDatagram> ranked(DatagramMessage message);
-  /// The address of `rank`, or ibv::Error (invalid_argument) from `operation`.
+  /// The address of `rank`, or ibv::Error (invalid_argument) from `operation` (test:
+  /// `NodeDatagrams.SizesAndRanksAreCheckedBeforeAnythingIsPosted`).
   [[nodiscard]] const UdAddress& checked(std::uint32_t rank, std::string_view operation) const;
 
   DatagramEndpoint endpoint_;

@@ -70,7 +70,7 @@ struct PeerEndpoint {
   /// Parses to_bytes() of either version. Throws ibv::Error (invalid_argument) naming what is
   /// wrong: a size that does not fit the version and flags, an unknown version or flag,
   /// non-zero reserved bytes, a rank not below the world size, an invalid endpoint, region or
-  /// datagram address.
+  /// datagram address (test: `PeerEndpoint.RejectsMalformedBytes`).
   [[nodiscard]] static PeerEndpoint from_bytes(std::span<const std::byte> bytes);
 
   friend bool operator==(const PeerEndpoint&, const PeerEndpoint&) = default;
@@ -110,12 +110,14 @@ struct NodeEndpoint {
   /// Parses to_bytes() of either version. Throws ibv::Error (invalid_argument) naming what is
   /// wrong: a size that does not match the world size, version and flags, an unknown version
   /// or flag, non-zero reserved bytes, a rank not below the world size, an invalid endpoint or
-  /// datagram address.
+  /// datagram address (tests: `NodeEndpoint.RejectsMalformedBytes`,
+  /// `NodeEndpoint.RejectsMalformedVersionTwoBytes`,
+  /// `NodeEndpoint.VersionTwoWithoutTheFlagIsRefused`).
   [[nodiscard]] static NodeEndpoint from_bytes(std::span<const std::byte> bytes);
 
   /// The part of it meant for `peer` (its queue_pairs[peer], and the datagram address). Throws
-  /// ibv::Error
-  /// (invalid_argument) when queue_pairs has no entry for `peer`.
+  /// ibv::Error (invalid_argument) when queue_pairs has no entry for `peer` (untested:
+  /// `invalid_argument`, no test asks for a peer outside the world).
   [[nodiscard]] PeerEndpoint for_peer(std::uint32_t peer) const;
 
   friend bool operator==(const NodeEndpoint&, const NodeEndpoint&) = default;

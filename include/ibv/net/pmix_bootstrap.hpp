@@ -33,9 +33,10 @@ struct PmixOptions {
 /// O(N) bytes). all_to_all: every rank puts one value per peer, the fence does not collect,
 /// and each rank gets only the values addressed to it from their owners' servers (PMIx's
 /// direct modex), so a rank receives O(N) bytes. barrier: a fence without data. Every call is
-/// bounded by PmixOptions::timeout; a PMIx error throws ibv::Error (timeout for
-/// PMIX_ERR_TIMEOUT, protocol when a value is missing, connection otherwise) naming the call,
-/// the rank and PMIx's own text, and leaves the object unusable (ErrorKind::state).
+/// bounded by PmixOptions::timeout; a PMIx error throws ibv::Error (timeout for PMIX_ERR_TIMEOUT,
+/// protocol when a value is missing, connection otherwise; untested: `timeout`, `protocol`,
+/// `connection`, no test makes a PMIx collective fail) naming the call, the rank and PMIx's own
+/// text, and leaves the object unusable (ErrorKind::state; untested: `state`, likewise).
 ///
 /// When a rank dies the launcher usually ends the whole job (mpirun and srun do by default):
 /// the other ranks may be killed before any error reaches them; the launcher names the rank.
@@ -56,8 +57,10 @@ class PmixBootstrap final : public Bootstrap {
 
   /// Connects to the launcher's PMIx server (PMIx_Init) and reads rank, world size, local
   /// rank and local size. Throws ibv::Error: unsupported when the library was built without
-  /// PMIx (naming libpmix-dev); connection when PMIx_Init fails (e.g. no PMIx launcher
-  /// started this process); invalid_argument for a timeout that is not positive.
+  /// PMIx (naming libpmix-dev); connection when PMIx_Init fails (e.g. no PMIx launcher started this
+  /// process) (test: `BootstrapChoice.PmixWithoutAPmixServerOrWithoutPmixBuiltInSaysWhich`, each
+  /// where it applies); invalid_argument for a timeout that is not positive (untested:
+  /// `invalid_argument`, no test gives PMIx a timeout).
   explicit PmixBootstrap(PmixOptions options = {});
 
   PmixBootstrap(const PmixBootstrap&) = delete;

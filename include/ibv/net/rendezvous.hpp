@@ -27,8 +27,9 @@ struct RootAddress {
   std::uint16_t port = 0;
 
   /// Parses "host:port", "10.0.0.1:18515" or "[fe80::1]:18515". Throws ibv::Error
-  /// (invalid_argument), quoting the text briefly, for anything else: no port, a port that is
-  /// not 1..65535, an empty host, an unclosed bracket.
+  /// (invalid_argument), quoting the text briefly, for anything else: no port, a port that is not
+  /// 1..65535, an empty host, an unclosed bracket (test:
+  /// `RootAddressParse.RefusesEverythingElseQuotingItBriefly`).
   [[nodiscard]] static RootAddress parse(std::string_view text);
   /// "host:port" ("[v6]:port").
   [[nodiscard]] std::string to_string() const;
@@ -72,9 +73,10 @@ struct RendezvousOptions {
 /// connection or does not come within the timeout, sends every connected rank an abort naming
 /// the rank and the problem before it throws; those ranks throw an ibv::Error of the same kind
 /// that quotes it. A failure before the deadline also keeps the root's port open until every
-/// rank has been told, at most 2 s, so that ranks still starting hear the reason too. A rank
-/// that loses the root throws ErrorKind::peer_gone naming it. After a
-/// failure the Rendezvous is unusable (ErrorKind::state).
+/// rank has been told, at most 2 s, so that ranks still starting hear the reason too. A rank that
+/// loses the root throws ErrorKind::peer_gone naming it (untested: `peer_gone`, no test ends the
+/// root in the middle of a collective). After a failure the Rendezvous is unusable
+/// (ErrorKind::state; test: `Rendezvous.AFailureLeavesItUnusableAndSaysWhy`).
 ///
 /// Move-only; not thread-safe. World size 1 opens nothing.
 ///
@@ -86,8 +88,10 @@ class Rendezvous final : public Bootstrap {
  public:
   /// Rank `rank` of `world_size`; the root (rank 0) listens on root.port at once (on
   /// options.listen_address). Throws ibv::Error: invalid_argument for world_size 0, a rank not
-  /// below it, a port 0 or bad options; resource when the root's port is in use (naming it),
-  /// permission for a privileged port.
+  /// below it, a port 0 or bad options (test: `Rendezvous.BadArgumentsAreRefusedAtConstruction`);
+  /// resource when the root's port is in use (naming it; test:
+  /// `Rendezvous.TheRootsPortInUseIsAResourceErrorNamingIt`), permission for a privileged port
+  /// (untested: `permission`, no test binds a privileged port).
   Rendezvous(RootAddress root, std::uint32_t rank, std::uint32_t world_size,
              RendezvousOptions options = {});
 
@@ -106,8 +110,15 @@ class Rendezvous final : public Bootstrap {
   [[nodiscard]] std::string description() const override;
 
   /// Bootstrap::all_gather_bytes. Throws ibv::Error: invalid_argument when `mine` exceeds
-  /// max_message_size (nothing is sent, still usable); otherwise, leaving it unusable: timeout,
-  /// connection, protocol as described above; state after an earlier failure.
+  /// max_message_size (nothing is sent, still usable; test:
+  /// `Rendezvous.TooLargeAContributionIsRefusedBeforeAnythingIsSent`); otherwise, leaving it
+  /// unusable: timeout (test: `Rendezvous.ARankThatNeverComesIsNamedOnEveryOtherRankAtTheTimeout`),
+  /// peer_gone for a rank that closes its connection (test:
+  /// `Rendezvous.ARankThatLeavesDuringTheBootstrapIsNamedOnEveryOtherRank`), connection for a stray
+  /// client that closes in the middle of its hello (untested: `connection`, no test sends the root
+  /// a cut hello), protocol as described above (test:
+  /// `Rendezvous.ARankWithAnotherWorldSizeFailsEveryRank`); state after an earlier failure (tests:
+  /// `Rendezvous.AFailureLeavesItUnusableAndSaysWhy`, `Rendezvous.MovedFromIsAStateError`).
   [[nodiscard]] std::vector<std::vector<std::byte>> all_gather_bytes(
       std::span<const std::byte> mine) override;
   /// Bootstrap::all_to_all_bytes, with the errors of all_gather_bytes (the limit applies to

@@ -28,8 +28,8 @@ namespace ibv::net {
 ///
 /// where decode(encode(v)) == v and decode() accepts exactly the bytes encode() made: it gets
 /// the whole message a peer sent (no more, no less) and must reject anything else, preferably
-/// with ibv::Error of kind protocol (errno EPROTO) saying what is wrong, since the bytes come
-/// from another process.
+/// with ibv::Error of kind protocol (errno EPROTO) saying what is wrong, since the bytes come from
+/// another process, as the decodes below do (test: `Wire.UnsignedIntegerOfTheWrongSizeIsRejected`).
 ///
 /// Provided here: types with to_bytes() (a contiguous range of std::byte) and a static
 /// from_bytes(std::span<const std::byte>), such as ibv::Endpoint and ibv::RemoteMemoryRegion;
@@ -74,7 +74,8 @@ concept ByteConvertible = requires(const T& value, std::span<const std::byte> by
 
 namespace wire_detail {
 
-/// Throws the protocol Error of a decode that got bytes it can not accept.
+/// Throws the protocol Error of a decode that got bytes it can not accept (test:
+/// `Wire.UnsignedIntegerOfTheWrongSizeIsRejected`).
 [[noreturn]] inline void reject(std::string_view operation, const std::string& problem) {
   throw Error(ErrorKind::protocol, operation, EPROTO, problem);
 }
@@ -129,7 +130,8 @@ requires(std::unsigned_integral<T> && !std::same_as<T, bool>) struct Wire<T> {
     }
     return bytes;
   }
-  /// Throws ibv::Error (protocol) unless `bytes` holds exactly sizeof(T) bytes.
+  /// Throws ibv::Error (protocol) unless `bytes` holds exactly sizeof(T) bytes (test:
+  /// `Wire.UnsignedIntegerOfTheWrongSizeIsRejected`).
   static T decode(std::span<const std::byte> bytes) {
     if (bytes.size() != sizeof(T)) {
       wire_detail::reject("Wire<unsigned integer>::decode",
@@ -177,7 +179,8 @@ struct Wire<std::vector<std::byte>> {
 template <WireSerializable T>
 struct Wire<std::vector<T>> {
   /// Throws ibv::Error (invalid_argument) for more than 2^32 - 1 elements or an element
-  /// encoding of more than 2^32 - 1 bytes.
+  /// encoding of more than 2^32 - 1 bytes (untested: `invalid_argument`, no test makes 2^32
+  /// elements or an element of 4 GiB).
   static std::vector<std::byte> encode(const std::vector<T>& values) {
     std::vector<std::byte> out;
     wire_detail::put_u32(out, wire_detail::checked_u32("element count", values.size()));
@@ -190,8 +193,10 @@ struct Wire<std::vector<T>> {
   }
 
   /// Throws ibv::Error (protocol) when the count or a length claims more bytes than there are,
-  /// or bytes are left over; an element's own decode errors pass through. The count is checked
-  /// against the bytes present before anything is allocated.
+  /// or bytes are left over (tests: `Wire.VectorShorterThanItsCountIsRejected`,
+  /// `Wire.HugeCountIsRejectedBeforeAllocating`, `Wire.LeftOverBytesAreRejected`); an element's own
+  /// decode errors pass through. The count is checked against the bytes present before anything is
+  /// allocated.
   static std::vector<T> decode(std::span<const std::byte> bytes) {
     constexpr std::string_view kOperation = "Wire<std::vector<T>>::decode";
     if (bytes.size() < 4) {
