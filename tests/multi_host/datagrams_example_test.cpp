@@ -73,10 +73,10 @@ TEST(MultiHostExample, TheDatagramsExampleCountsAMulticastStreamOnEveryHost) {
     const std::string output = receiver->out();
     std::printf("%s", output.c_str());  // into this rank's log
     std::smatch counts;
-    ASSERT_TRUE(std::regex_search(
-        output, counts,
-        std::regex("from " + world.ip(0) +
-                   " \\(queue pair [0-9]+\\): ([0-9]+) received, ([0-9]+) lost")))
+    ASSERT_TRUE(
+        std::regex_search(output, counts,
+                          std::regex("from " + world.ip(0) +
+                                     " \\(queue pair [0-9]+\\): ([0-9]+) received, ([0-9]+) lost")))
         << receiver->describe();
     const std::uint64_t received = std::stoull(counts[1].str());
     const std::uint64_t lost = std::stoull(counts[2].str());

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Tests ibv::net::Rendezvous, the TCP star bootstrap, with every rank a thread of this process on
 // loopback: the three collectives at several world sizes and repeated, a root that comes up
-// late, and every failure a bootstrap must report (a rank that leaves during the bootstrap, a rank that
-// never comes, a root that never comes up, a rank with another world size, ranks that call
+// late, and every failure a bootstrap must report (a rank that leaves during the bootstrap, a rank
+// that never comes, a root that never comes up, a rank with another world size, ranks that call
 // different collectives, a duplicate rank), each checked on every rank for an error that names
 // the culprit within the timeout. Also RootAddress::parse.
 #include "ibv/net/rendezvous.hpp"
