@@ -21,6 +21,8 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <thread>
 #endif
 
 namespace ibv::net {
@@ -217,6 +219,38 @@ class LeftScan {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> left_;
 };
 
+// PMIx_Init bounded by the bootstrap's timeout. PMIx_Init has no timeout of its own, and now
+// and then a client waits for the job information its server never sends (a known PMIx hang:
+// about one job in 300 here on a loaded machine, Open MPI 4.1 with PMIx 4.2): a rank would then
+// wait until the launcher kills the job. So PMIx_Init runs on a thread of its own and the
+// constructor waits for it at most the timeout. A thread still stuck then is left behind
+// (detached, with its state shared) and this process's PMIx is unusable, which the error says.
+struct BoundedInit {
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  pmix_status_t status = PMIX_ERR_TIMEOUT;
+  pmix_proc_t self{};
+
+  // PMIx_Init's status and, on success, the process's name; nullopt when it did not finish
+  // within `timeout`.
+  static std::optional<std::pair<pmix_status_t, pmix_proc_t>> run(std::chrono::seconds timeout) {
+    auto init = std::make_shared<BoundedInit>();
+    std::thread([init] {
+      pmix_proc_t self{};
+      const pmix_status_t status = PMIx_Init(&self, nullptr, 0);
+      const std::scoped_lock lock(init->mutex);
+      init->status = status;
+      init->self = self;
+      init->done = true;
+      init->finished.notify_all();
+    }).detach();
+    std::unique_lock lock(init->mutex);
+    if (!init->finished.wait_for(lock, timeout, [&] { return init->done; })) return std::nullopt;
+    return std::pair{init->status, init->self};
+  }
+};
+
 }  // namespace
 
 struct PmixBootstrap::Session {
@@ -353,7 +387,17 @@ PmixBootstrap::PmixBootstrap(PmixOptions options) : session_(std::make_unique<Se
       static_cast<std::chrono::nanoseconds>(options.timeout));
   session_->timeout_seconds =
       static_cast<int>(std::clamp<std::chrono::seconds::rep>(seconds.count(), 1, 1'000'000'000));
-  const pmix_status_t status = PMIx_Init(&session_->self, nullptr, 0);
+  const auto init = BoundedInit::run(std::chrono::seconds(session_->timeout_seconds));
+  if (!init) {
+    throw Error(ErrorKind::timeout, kConstruct, ETIMEDOUT,
+                "PMIx_Init did not finish within " + std::to_string(session_->timeout_seconds) +
+                    " s: the launcher's PMIx server did not answer this process",
+                "PMIx in this process is unusable now: end it; a rare hang of PMIx's client "
+                "(or a launcher under heavy load) does this, so start the job again, or raise "
+                "PmixOptions::timeout");
+  }
+  const pmix_status_t status = init->first;
+  session_->self = init->second;
   if (status != PMIX_SUCCESS) {
     const bool launched = launched_by_pmix();
     throw Error(ErrorKind::connection, kConstruct, ECONNREFUSED,

@@ -62,6 +62,18 @@ Job run_job(std::string_view how, int collectives = 1) {
   return job;
 }
 
+/// run_job(), run again (up to twice) when a rank met PMIx's own rare hang in PMIx_Init (about
+/// one job in 300 on a loaded machine), which that rank then reports within its timeout: the
+/// bound is checked, and the job that did not hang is the one these tests judge.
+Job run_job_past_init_hangs(std::string_view how, int collectives) {
+  Job job = run_job(how, collectives);
+  for (int again = 0; again < 2 && contains(job.output, "PMIx_Init did not finish"); ++again) {
+    EXPECT_LT(job.elapsed, kWithinTimeout) << job.output;
+    job = run_job(how, collectives);
+  }
+  return job;
+}
+
 /// Every rank said this build has no PMIx support, naming the package and the other ways.
 void expect_no_pmix_everywhere(const Job& job) {
   std::size_t errors = 0;
@@ -101,7 +113,7 @@ TEST(LaunchedJob, ARankThatCrashesDuringTheBootstrapIsNamedByTheLauncherWithinSe
 /// Rank 1 leaves cleanly before the last of `collectives` all_gathers: ranks 0 and 2 must fail
 /// that collective within the timeout, naming rank 1 and how far it came.
 void expect_the_leaver_named(int collectives) {
-  const Job job = run_job("finalize", collectives);
+  const Job job = run_job_past_init_hangs("finalize", collectives);
   if (!ibv::net::PmixBootstrap::built_in()) {
     expect_no_pmix_everywhere(job);
     return;

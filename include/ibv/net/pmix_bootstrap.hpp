@@ -22,8 +22,8 @@ namespace ibv::net {
 
 /// How a PmixBootstrap waits.
 struct PmixOptions {
-  /// Bound of each fence and get (PMIx's PMIX_TIMEOUT attribute, in whole seconds, rounded up);
-  /// positive.
+  /// Bound of PMIx_Init and of each fence and get (PMIx's PMIX_TIMEOUT attribute), in whole
+  /// seconds, rounded up; positive.
   Duration timeout{std::chrono::seconds(30)};
 };
 
@@ -59,7 +59,9 @@ class PmixBootstrap final : public Bootstrap {
   /// rank and local size. Throws ibv::Error: unsupported when the library was built without
   /// PMIx (naming libpmix-dev); connection when PMIx_Init fails (e.g. no PMIx launcher started this
   /// process) (test: `BootstrapChoice.PmixWithoutAPmixServerOrWithoutPmixBuiltInSaysWhich`, each
-  /// where it applies); invalid_argument for a timeout that is not positive (untested:
+  /// where it applies); timeout when PMIx_Init does not finish within the timeout (the server
+  /// never answered; PMIx is unusable in this process then; untested: `timeout`, no test can
+  /// make a PMIx server hang); invalid_argument for a timeout that is not positive (untested:
   /// `invalid_argument`, no test gives PMIx a timeout).
   explicit PmixBootstrap(PmixOptions options = {});
 
