@@ -61,11 +61,17 @@ def ud_address(qpn=0x33, qkey=0x11111111, lid=0, mtu_code=3,
 
 
 def node_endpoint_v2(rank, world, flags=1, version=2):
-    """Version 2: flag bit 0 says a UdAddress (NodeBuilder::datagrams) follows the region."""
+    """Version 2: flag bit 0 says a UdAddress (NodeBuilder::datagrams) follows the region; flag
+    bit 1 a control part: the control block after that (address), and world control queue pair
+    endpoints after the queue pairs."""
     eps = b"".join(bytes([1]) + bytes(27) if p == rank else endpoint(0x100 + p, 0, 0x200 + p)
                    for p in range(world))
+    control_eps = b"".join(bytes([1]) + bytes(27) if p == rank else
+                           endpoint(0x500 + p, 0, 0x600 + p) for p in range(world))
     return (bytes([version, flags, 0, 0]) + struct.pack(">II", rank, world) + region() +
-            (ud_address() if flags & 1 else b"") + eps)
+            (ud_address() if flags & 1 else b"") +
+            (region(0x7F0000200000, 256, 0x99) if flags & 2 else b"") + eps +
+            (control_eps if flags & 2 else b""))
 
 
 def vector(elements):
@@ -155,6 +161,9 @@ def exchanger_seeds():
     write(t, "bad-node-endpoint-v2-no-flag", control(3, 0, ptype=0) +
           message(1, 3, 0, node_endpoint_v2(1, 3, flags=0)))
     write(t, "bad-node-endpoint-v2-flags", control(3, 0, ptype=0) +
+          message(1, 3, 0, node_endpoint_v2(1, 3, flags=5)))
+    # With a control part (flag bit 1) besides the datagram address.
+    write(t, "data-node-endpoint-v2-control", control(3, 0, ptype=0) +
           message(1, 3, 0, node_endpoint_v2(1, 3, flags=3)))
     write(t, "bad-node-endpoint-v1-with-flag", control(3, 0, ptype=0) +
           message(1, 3, 0, node_endpoint_v2(1, 3, version=1)))

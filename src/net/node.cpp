@@ -129,7 +129,8 @@ NodeEndpoint PreparedNode::endpoint() const {
                         .world_size = world_size(),
                         .queue_pairs = {},
                         .barrier = barrier_->slots(),
-                        .datagram = datagram_address()};
+                        .datagram = datagram_address(),
+                        .control = std::nullopt};
   endpoint.queue_pairs.reserve(world_size());
   for (const auto& queue_pair : channels_.endpoints()) {
     endpoint.queue_pairs.push_back(queue_pair.value_or(Endpoint{}));
@@ -148,7 +149,8 @@ PeerEndpoint PreparedNode::endpoint_for(std::uint32_t peer) const {
           .world_size = world_size(),
           .queue_pair = endpoints[peer].value_or(Endpoint{}),
           .barrier = barrier_->slots(),
-          .datagram = datagram_address()};
+          .datagram = datagram_address(),
+          .control = std::nullopt};
 }
 
 std::optional<UdAddress> PreparedNode::datagram_address() const {

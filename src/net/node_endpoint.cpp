@@ -21,16 +21,31 @@ constexpr std::string_view kPeerFromBytes = "PeerEndpoint::from_bytes";
   throw_invalid_argument(operation, "bytes", problem);
 }
 
+// The flags of a version 2 form that this version knows.
+constexpr unsigned kKnownFlags = NodeEndpoint::kHasDatagramFlag | NodeEndpoint::kHasControlFlag;
+static_assert(NodeEndpoint::kHasDatagramFlag == PeerEndpoint::kHasDatagramFlag &&
+              NodeEndpoint::kHasControlFlag == PeerEndpoint::kHasControlFlag &&
+              NodeEndpoint::kWireVersion == PeerEndpoint::kWireVersion &&
+              NodeEndpoint::kDatagramWireVersion == PeerEndpoint::kDatagramWireVersion);
+
+// What the 12 bytes at the front say, besides rank and world size: which optional parts follow.
+struct Parts {
+  bool datagram = false;
+  bool control = false;
+};
+
 // The 12 bytes both forms start with: version, flags (version 2; reserved in version 1),
-// reserved, rank, world size. Version 1 without a datagram address, else version 2.
-void put_front(std::vector<std::byte>& out, bool has_datagram, std::uint32_t rank,
+// reserved, rank, world size. Version 1 without optional parts, else version 2.
+void put_front(std::vector<std::byte>& out, Parts parts, std::uint32_t rank,
                std::uint32_t world_size) {
   // Built apart and copied in: GCC 12 at -O3 cannot see that `out` is never empty here and
   // warns of a null dereference when it is written through data().
   std::array<std::byte, 12> front{};
+  const bool version_two = parts.datagram || parts.control;
   front[0] =
-      std::byte{has_datagram ? NodeEndpoint::kDatagramWireVersion : NodeEndpoint::kWireVersion};
-  if (has_datagram) front[1] = std::byte{NodeEndpoint::kHasDatagramFlag};
+      std::byte{version_two ? NodeEndpoint::kDatagramWireVersion : NodeEndpoint::kWireVersion};
+  if (parts.datagram) front[1] |= std::byte{NodeEndpoint::kHasDatagramFlag};
+  if (parts.control) front[1] |= std::byte{NodeEndpoint::kHasControlFlag};
   detail::put_big_endian(front.data() + 4, rank, 4);
   detail::put_big_endian(front.data() + 8, world_size, 4);
   std::copy(front.begin(), front.end(), out.begin());
@@ -40,7 +55,7 @@ void put_front(std::vector<std::byte>& out, bool has_datagram, std::uint32_t ran
 struct Front {
   std::uint32_t rank = 0;
   std::uint32_t world_size = 0;
-  bool has_datagram = false;
+  Parts parts;
 };
 
 // Checks those 12 bytes (the caller checked there are 12).
@@ -49,17 +64,20 @@ Front check_front(std::span<const std::byte> bytes, std::string_view operation) 
   const auto flags = std::to_integer<unsigned>(bytes[1]);
   Front front;
   if (version == NodeEndpoint::kDatagramWireVersion) {
-    if ((flags & ~unsigned{NodeEndpoint::kHasDatagramFlag}) != 0) {
+    if ((flags & ~kKnownFlags) != 0) {
       bad("flags " + std::to_string(flags) +
               " name something this version does not know (a newer ibverbs-cpp on the peer?)",
           operation);
     }
     // One form per value (decode accepts only what encode makes): version 2 exists for the
-    // datagram address, and a form without one is version 1.
-    if ((flags & NodeEndpoint::kHasDatagramFlag) == 0) {
-      bad("version 2 without a datagram address (flag 1 clear): that form is version 1", operation);
+    // optional parts, and a form without any is version 1.
+    if (flags == 0) {
+      bad("version 2 without flags (no datagram address, no control part): that form is "
+          "version 1",
+          operation);
     }
-    front.has_datagram = true;
+    front.parts.datagram = (flags & NodeEndpoint::kHasDatagramFlag) != 0;
+    front.parts.control = (flags & NodeEndpoint::kHasControlFlag) != 0;
   } else if (version != NodeEndpoint::kWireVersion) {
     bad("version " + std::to_string(version) + " is neither 1 nor 2 (a different ibverbs-cpp " +
             "version on the peer?)",
@@ -80,6 +98,25 @@ Front check_front(std::span<const std::byte> bytes, std::string_view operation) 
   return front;
 }
 
+// The parts' parsers, each naming the part (`what`) in front of the part parser's complaint.
+Endpoint endpoint_at(std::span<const std::byte> bytes, const std::string& what,
+                     std::string_view operation) {
+  try {
+    return Endpoint::from_bytes(bytes);
+  } catch (const Error& error) {
+    bad(what + ": " + error.what(), operation);
+  }
+}
+
+RemoteMemoryRegion region_at(std::span<const std::byte> bytes, const std::string& what,
+                             std::string_view operation) {
+  try {
+    return RemoteMemoryRegion::from_bytes(bytes);
+  } catch (const Error& error) {
+    bad(what + ": " + error.what(), operation);
+  }
+}
+
 UdAddress datagram_address(std::span<const std::byte> bytes, std::string_view operation) {
   try {
     return UdAddress::from_bytes(bytes);
@@ -88,21 +125,34 @@ UdAddress datagram_address(std::span<const std::byte> bytes, std::string_view op
   }
 }
 
+// Copies a part's binary form to `next`; returns where the next part goes.
+template <typename Value>
+std::vector<std::byte>::iterator put(const Value& value, std::vector<std::byte>::iterator next) {
+  const auto bytes = value.to_bytes();
+  return std::copy(bytes.begin(), bytes.end(), next);
+}
+
 }  // namespace
 
 std::vector<std::byte> NodeEndpoint::to_bytes() const {
-  const std::size_t address_size = datagram ? UdAddress::kWireSize : 0;
-  std::vector<std::byte> out(kHeaderSize + address_size + queue_pairs.size() * Endpoint::kWireSize);
-  put_front(out, datagram.has_value(), rank, world_size);
-  const auto region = barrier.to_bytes();
-  auto next = std::copy(region.begin(), region.end(), out.begin() + 12);
-  if (datagram) {
-    const auto address = datagram->to_bytes();
-    next = std::copy(address.begin(), address.end(), next);
+  if (control && control->queue_pairs.size() != queue_pairs.size()) {
+    throw_invalid_argument("NodeEndpoint::to_bytes", "control",
+                           "holds " + std::to_string(control->queue_pairs.size()) +
+                               " queue pairs; it needs one per entry of queue_pairs: " +
+                               std::to_string(queue_pairs.size()));
   }
-  for (const Endpoint& endpoint : queue_pairs) {
-    const auto bytes = endpoint.to_bytes();
-    next = std::copy(bytes.begin(), bytes.end(), next);
+  const std::size_t header =
+      kHeaderSize + (datagram ? UdAddress::kWireSize : 0) + (control ? kControlHeaderSize : 0);
+  const std::size_t endpoints = queue_pairs.size() * (control ? 2 : 1);
+  std::vector<std::byte> out(header + endpoints * Endpoint::kWireSize);
+  put_front(out, {.datagram = datagram.has_value(), .control = control.has_value()}, rank,
+            world_size);
+  auto next = put(barrier, out.begin() + 12);
+  if (datagram) next = put(*datagram, next);
+  if (control) next = put(control->block, next);
+  for (const Endpoint& endpoint : queue_pairs) next = put(endpoint, next);
+  if (control) {
+    for (const Endpoint& endpoint : control->queue_pairs) next = put(endpoint, next);
   }
   return out;
 }
@@ -116,93 +166,124 @@ NodeEndpoint NodeEndpoint::from_bytes(std::span<const std::byte> bytes) {
   const Front front = check_front(bytes, kFromBytes);
   endpoint.rank = front.rank;
   endpoint.world_size = front.world_size;
-  const std::size_t header = kHeaderSize + (front.has_datagram ? UdAddress::kWireSize : 0);
-  const std::size_t expected = header + std::size_t{endpoint.world_size} * Endpoint::kWireSize;
+  const std::size_t address_at = kHeaderSize;
+  const std::size_t block_at = address_at + (front.parts.datagram ? UdAddress::kWireSize : 0);
+  const std::size_t header = block_at + (front.parts.control ? kControlHeaderSize : 0);
+  const std::size_t world = endpoint.world_size;
+  const std::size_t control_at = header + world * Endpoint::kWireSize;
+  const std::size_t expected = control_at + (front.parts.control ? world * Endpoint::kWireSize : 0);
   if (bytes.size() != expected) {
     bad(std::to_string(bytes.size()) + " bytes do not hold a header" +
-        (front.has_datagram ? ", a datagram address" : "") + " and " +
-        std::to_string(endpoint.world_size) + " endpoints of " +
-        std::to_string(Endpoint::kWireSize) + " bytes (" + std::to_string(expected) + " bytes)");
+        (front.parts.datagram ? ", a datagram address" : "") +
+        (front.parts.control ? ", a control block" : "") + " and " + std::to_string(world) +
+        " endpoints of " + std::to_string(Endpoint::kWireSize) + " bytes" +
+        (front.parts.control ? " and as many control endpoints" : "") + " (" +
+        std::to_string(expected) + " bytes)");
   }
-  try {
-    endpoint.barrier =
-        RemoteMemoryRegion::from_bytes(bytes.subspan(12, RemoteMemoryRegion::kWireSize));
-  } catch (const Error& error) {
-    bad(std::string("the barrier region: ") + error.what());
-  }
-  if (front.has_datagram) {
+  endpoint.barrier =
+      region_at(bytes.subspan(12, RemoteMemoryRegion::kWireSize), "the barrier region", kFromBytes);
+  if (front.parts.datagram) {
     endpoint.datagram =
-        datagram_address(bytes.subspan(kHeaderSize, UdAddress::kWireSize), kFromBytes);
+        datagram_address(bytes.subspan(address_at, UdAddress::kWireSize), kFromBytes);
   }
-  endpoint.queue_pairs.reserve(endpoint.world_size);
-  for (std::size_t i = 0; i < endpoint.world_size; ++i) {
-    try {
-      endpoint.queue_pairs.push_back(Endpoint::from_bytes(
-          bytes.subspan(header + i * Endpoint::kWireSize, Endpoint::kWireSize)));
-    } catch (const Error& error) {
-      bad("queue_pairs[" + std::to_string(i) + "]: " + error.what());
+  const auto endpoints = [&](std::size_t at, const std::string& name) {
+    std::vector<Endpoint> out;
+    out.reserve(world);
+    for (std::size_t i = 0; i < world; ++i) {
+      out.push_back(endpoint_at(bytes.subspan(at + i * Endpoint::kWireSize, Endpoint::kWireSize),
+                                name + "[" + std::to_string(i) + "]", kFromBytes));
     }
+    return out;
+  };
+  std::optional<RemoteMemoryRegion> control_block;  // parsed in the order of the bytes
+  if (front.parts.control) {
+    control_block =
+        region_at(bytes.subspan(block_at, kControlHeaderSize), "the control block", kFromBytes);
+  }
+  endpoint.queue_pairs = endpoints(header, "queue_pairs");
+  if (control_block) {
+    endpoint.control = NodeControl{.queue_pairs = endpoints(control_at, "control->queue_pairs"),
+                                   .block = *control_block};
   }
   return endpoint;
 }
 
 PeerEndpoint NodeEndpoint::for_peer(std::uint32_t peer) const {
+  constexpr std::string_view kOperation = "NodeEndpoint::for_peer";
   if (peer >= queue_pairs.size()) {
     throw_invalid_argument(
-        "NodeEndpoint::for_peer", "peer " + std::to_string(peer),
+        kOperation, "peer " + std::to_string(peer),
         "has no entry: the endpoint holds " + std::to_string(queue_pairs.size()) + " queue pairs");
+  }
+  std::optional<ControlEndpoint> peer_control;
+  if (control) {
+    if (peer >= control->queue_pairs.size()) {
+      throw_invalid_argument(kOperation, "peer " + std::to_string(peer),
+                             "has no entry in the control part: it holds " +
+                                 std::to_string(control->queue_pairs.size()) + " queue pairs");
+    }
+    peer_control =
+        ControlEndpoint{.queue_pair = control->queue_pairs[peer], .block = control->block};
   }
   return {.rank = rank,
           .world_size = world_size,
           .queue_pair = queue_pairs[peer],
           .barrier = barrier,
-          .datagram = datagram};
+          .datagram = datagram,
+          .control = peer_control};
 }
 
 std::vector<std::byte> PeerEndpoint::to_bytes() const {
-  std::vector<std::byte> out(datagram ? kDatagramWireSize : kWireSize);
-  put_front(out, datagram.has_value(), rank, world_size);
-  const auto endpoint = queue_pair.to_bytes();
-  const auto region = barrier.to_bytes();
-  auto next = std::copy(endpoint.begin(), endpoint.end(), out.begin() + 12);
-  next = std::copy(region.begin(), region.end(), next);
-  if (datagram) {
-    const auto address = datagram->to_bytes();
-    std::copy(address.begin(), address.end(), next);
+  std::vector<std::byte> out(kWireSize + (datagram ? UdAddress::kWireSize : 0) +
+                             (control ? kControlWireSize : 0));
+  put_front(out, {.datagram = datagram.has_value(), .control = control.has_value()}, rank,
+            world_size);
+  auto next = put(queue_pair, out.begin() + 12);
+  next = put(barrier, next);
+  if (datagram) next = put(*datagram, next);
+  if (control) {
+    next = put(control->queue_pair, next);
+    put(control->block, next);
   }
   return out;
 }
 
 PeerEndpoint PeerEndpoint::from_bytes(std::span<const std::byte> bytes) {
   if (bytes.size() < 12) {
-    bad(std::to_string(bytes.size()) + " bytes instead of " + std::to_string(kWireSize) + " (or " +
-            std::to_string(kDatagramWireSize) + " with a datagram address)",
+    bad(std::to_string(bytes.size()) + " bytes instead of " + std::to_string(kWireSize) +
+            " (or more with a datagram address or a control part)",
         kPeerFromBytes);
   }
   const Front front = check_front(bytes, kPeerFromBytes);
-  const std::size_t expected = front.has_datagram ? kDatagramWireSize : kWireSize;
+  const std::size_t control_at = kWireSize + (front.parts.datagram ? UdAddress::kWireSize : 0);
+  const std::size_t expected = control_at + (front.parts.control ? kControlWireSize : 0);
   if (bytes.size() != expected) {
+    std::string parts;
+    if (front.parts.datagram) parts = "a datagram address";
+    if (front.parts.control) parts += parts.empty() ? "a control part" : " and a control part";
     bad(std::to_string(bytes.size()) + " bytes instead of " + std::to_string(expected) +
-            (front.has_datagram ? " (with a datagram address)" : ""),
+            (parts.empty() ? "" : " (with " + parts + ")"),
         kPeerFromBytes);
   }
   PeerEndpoint endpoint;
   endpoint.rank = front.rank;
   endpoint.world_size = front.world_size;
-  try {
-    endpoint.queue_pair = Endpoint::from_bytes(bytes.subspan(12, Endpoint::kWireSize));
-  } catch (const Error& error) {
-    bad(std::string("the queue pair: ") + error.what(), kPeerFromBytes);
-  }
-  try {
-    endpoint.barrier = RemoteMemoryRegion::from_bytes(
-        bytes.subspan(12 + Endpoint::kWireSize, RemoteMemoryRegion::kWireSize));
-  } catch (const Error& error) {
-    bad(std::string("the barrier region: ") + error.what(), kPeerFromBytes);
-  }
-  if (front.has_datagram) {
+  endpoint.queue_pair =
+      endpoint_at(bytes.subspan(12, Endpoint::kWireSize), "the queue pair", kPeerFromBytes);
+  endpoint.barrier =
+      region_at(bytes.subspan(12 + Endpoint::kWireSize, RemoteMemoryRegion::kWireSize),
+                "the barrier region", kPeerFromBytes);
+  if (front.parts.datagram) {
     endpoint.datagram =
         datagram_address(bytes.subspan(kWireSize, UdAddress::kWireSize), kPeerFromBytes);
+  }
+  if (front.parts.control) {
+    endpoint.control = ControlEndpoint{
+        .queue_pair = endpoint_at(bytes.subspan(control_at, Endpoint::kWireSize),
+                                  "the control queue pair", kPeerFromBytes),
+        .block = region_at(
+            bytes.subspan(control_at + Endpoint::kWireSize, RemoteMemoryRegion::kWireSize),
+            "the control block", kPeerFromBytes)};
   }
   return endpoint;
 }
