@@ -142,6 +142,7 @@ std::string_view to_string(ErrorKind kind) noexcept {
     case ErrorKind::connection: return "connection";
     case ErrorKind::receiver_not_ready: return "receiver_not_ready";
     case ErrorKind::peer_gone: return "peer_gone";
+    case ErrorKind::revoked: return "revoked";
   }
   return "unknown";
 }

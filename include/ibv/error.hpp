@@ -42,6 +42,8 @@ enum class ErrorKind {
                        ///< or link is gone), a barrier's signal to it that failed so, a
                        ///< bootstrap connection it closed or broke. The same kind on channels,
                        ///< MultiChannel, barriers and the bootstrap.
+  revoked,             ///< A rank revoked the Node (net::Node::revoke()): its operations end
+                       ///< at once on every rank; the message names the rank that revoked it.
 };
 
 /// Name of an ErrorKind, e.g. "invalid_argument".

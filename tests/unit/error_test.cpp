@@ -147,6 +147,7 @@ TEST(ErrorKind, NamesAreTheEnumeratorNames) {
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::connection), "connection");
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::receiver_not_ready), "receiver_not_ready");
   EXPECT_EQ(ibv::to_string(ibv::ErrorKind::peer_gone), "peer_gone");
+  EXPECT_EQ(ibv::to_string(ibv::ErrorKind::revoked), "revoked");
 }
 
 // A vanished peer is one kind, peer_gone, distinct from connection (could not connect at all).
