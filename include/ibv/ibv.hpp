@@ -69,6 +69,7 @@
 #include "ibv/net/bootstrap.hpp"
 #include "ibv/net/bootstrap_from_environment.hpp"
 #include "ibv/net/exchanger.hpp"
+#include "ibv/net/fault_tolerance.hpp"
 #include "ibv/net/launcher.hpp"
 #include "ibv/net/network_config.hpp"
 #include "ibv/net/node.hpp"

@@ -3,6 +3,7 @@
 // (directly from their endpoints, or over a Bootstrap), and running its barriers.
 #include "ibv/net/node.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
 #include "ibv/net/bootstrap.hpp"
+#include "net/control_plane.hpp"
 #include "net/rdma_barrier.hpp"
 
 namespace ibv::net {
@@ -71,6 +73,11 @@ NodeBuilder& NodeBuilder::datagrams(const DatagramSettings& settings) {
   return *this;
 }
 
+NodeBuilder& NodeBuilder::fault_tolerance(const FaultToleranceSettings& settings) {
+  fault_tolerance_ = settings;
+  return *this;
+}
+
 NodeBuilder& NodeBuilder::queue_pair(const QueuePairSettings& settings) noexcept {
   channels_.queue_pair(settings);
   return *this;
@@ -106,18 +113,28 @@ PreparedNode NodeBuilder::build() const {
     if (!settings.gid_index) settings.gid_index = channels_.settings().queue_pair.gid_index;
     datagrams.emplace(channels_.protection_domain(), settings);
   }
-  return {std::move(channels), std::move(barrier), algorithm_, barrier_timeout_,
-          std::move(datagrams)};
+  std::unique_ptr<detail::ControlPlane> control;
+  if (fault_tolerance_) {
+    ibv::detail::check_positive(fault_tolerance_->probe_interval,
+                                "fault_tolerance settings.probe_interval", "NodeBuilder::build");
+    control = std::make_unique<detail::ControlPlane>(
+        channels_.protection_domain(), channels_.rank(), channels_.world_size(), *fault_tolerance_,
+        channels_.settings().queue_pair);
+  }
+  return {std::move(channels), std::move(barrier),   algorithm_,
+          barrier_timeout_,    std::move(datagrams), std::move(control)};
 }
 
 PreparedNode::PreparedNode(PreparedMultiChannel channels,
                            std::unique_ptr<detail::RdmaBarrier> barrier, BarrierAlgorithm algorithm,
-                           Duration barrier_timeout, std::optional<DatagramEndpoint> datagrams)
+                           Duration barrier_timeout, std::optional<DatagramEndpoint> datagrams,
+                           std::unique_ptr<detail::ControlPlane> control)
     : channels_(std::move(channels)),
       barrier_(std::move(barrier)),
       algorithm_(algorithm),
       barrier_timeout_(barrier_timeout),
-      datagrams_(std::move(datagrams)) {}
+      datagrams_(std::move(datagrams)),
+      control_(std::move(control)) {}
 
 PreparedNode::PreparedNode(PreparedNode&&) noexcept = default;
 PreparedNode& PreparedNode::operator=(PreparedNode&&) noexcept = default;
@@ -135,6 +152,14 @@ NodeEndpoint PreparedNode::endpoint() const {
   for (const auto& queue_pair : channels_.endpoints()) {
     endpoint.queue_pairs.push_back(queue_pair.value_or(Endpoint{}));
   }
+  if (control_) {
+    NodeControl control{.queue_pairs = {}, .block = control_->block()};
+    control.queue_pairs.reserve(world_size());
+    for (std::uint32_t peer = 0; peer < world_size(); ++peer) {
+      control.queue_pairs.push_back(control_for(peer)->queue_pair);
+    }
+    endpoint.control = std::move(control);
+  }
   return endpoint;
 }
 
@@ -150,7 +175,13 @@ PeerEndpoint PreparedNode::endpoint_for(std::uint32_t peer) const {
           .queue_pair = endpoints[peer].value_or(Endpoint{}),
           .barrier = barrier_->slots(),
           .datagram = datagram_address(),
-          .control = std::nullopt};
+          .control = control_for(peer)};
+}
+
+std::optional<ControlEndpoint> PreparedNode::control_for(std::uint32_t peer) const {
+  if (!control_) return std::nullopt;
+  return ControlEndpoint{.queue_pair = peer == rank() ? Endpoint{} : control_->endpoint_for(peer),
+                         .block = control_->block()};
 }
 
 std::optional<UdAddress> PreparedNode::datagram_address() const {
@@ -215,7 +246,18 @@ Node PreparedNode::handshake(std::span<const PeerEndpoint> remote) && {
                                  std::to_string(needed));
     }
     check_datagram_choice(peer, endpoint.datagram);
+    check_control_choice(peer, endpoint.control);
     queue_pairs[peer] = endpoint.queue_pair;
+  }
+  if (control_) {
+    std::vector<std::optional<Endpoint>> control_pairs(world);
+    std::vector<RemoteMemoryRegion> blocks(world);
+    for (std::uint32_t peer = 0; peer < world; ++peer) {
+      if (peer == rank()) continue;
+      control_pairs[peer] = remote[peer].control->queue_pair;
+      blocks[peer] = remote[peer].control->block;
+    }
+    control_->handshake(control_pairs, blocks);
   }
   std::unique_ptr<NodeDatagrams> datagrams;
   if (datagrams_) {
@@ -228,8 +270,32 @@ Node PreparedNode::handshake(std::span<const PeerEndpoint> remote) && {
   }
   MultiChannel channels = std::move(channels_).handshake(queue_pairs);
   barrier_->set_peer_slots(std::move(slots));
-  return {std::move(channels), std::move(barrier_), algorithm_, barrier_timeout_,
-          std::move(datagrams)};
+  return {std::move(channels), std::move(barrier_),  algorithm_,
+          barrier_timeout_,    std::move(datagrams), std::move(control_)};
+}
+
+void PreparedNode::check_control_choice(std::uint32_t peer,
+                                        const std::optional<ControlEndpoint>& theirs) const {
+  constexpr std::string_view kOperation = "PreparedNode::handshake";
+  const std::string who = "rank " + std::to_string(peer);
+  constexpr std::string_view kSame =
+      ": every rank must make the same NodeBuilder::fault_tolerance() choice (is that rank's "
+      "ibverbs-cpp older than fault tolerance on a Node, or its configuration another?)";
+  if (control_ && !theirs) {
+    throw_invalid_argument(
+        kOperation, who,
+        "sent no control part, and this rank has fault tolerance on" + std::string(kSame));
+  }
+  if (!control_ && theirs) {
+    throw_invalid_argument(kOperation, who,
+                           "has fault tolerance on, and this rank has it off" + std::string(kSame));
+  }
+  if (control_ && theirs->block.length() < detail::ControlPlane::block_bytes(world_size())) {
+    throw_invalid_argument(kOperation, who,
+                           "has a control block of " + std::to_string(theirs->block.length()) +
+                               " bytes; a world of " + std::to_string(world_size()) + " needs " +
+                               std::to_string(detail::ControlPlane::block_bytes(world_size())));
+  }
 }
 
 void PreparedNode::check_datagram_choice(std::uint32_t peer,
@@ -277,17 +343,20 @@ Node PreparedNode::connect(Bootstrap& bootstrap) && {
   Node node = std::move(*this).handshake(std::span<const PeerEndpoint>(remote));
   // Every rank's queue pairs are ready to receive once every rank has got here.
   bootstrap.barrier();
+  if (node.control_) node.control_->start();
   return node;
 }
 
 Node::Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
            BarrierAlgorithm algorithm, Duration barrier_timeout,
-           std::unique_ptr<NodeDatagrams> datagrams)
+           std::unique_ptr<NodeDatagrams> datagrams, std::unique_ptr<detail::ControlPlane> control)
     : MultiChannel(std::move(channels)),
       barrier_(std::move(barrier)),
       algorithm_(algorithm),
       timeout_(barrier_timeout),
-      datagrams_(std::move(datagrams)) {}
+      datagrams_(std::move(datagrams)),
+      control_(std::move(control)),
+      fenced_(control_ ? world_size() : 0, false) {}
 
 Node::Node(Node&&) noexcept = default;
 Node& Node::operator=(Node&&) noexcept = default;
@@ -320,7 +389,58 @@ void Node::run_barrier(const BarrierGroup* group, const BarrierOptions& options)
   ibv::detail::check_positive_timeout(timeout, "Node::barrier", "the barrier was not entered");
   const auto algorithm = options.algorithm.value_or(algorithm_);
   (void)round_count(algorithm, 1);  // rejects a value that is not one of the enumerators
-  barrier_->run(*this, group != nullptr ? *group : barrier_->all_ranks(), algorithm, timeout);
+  if (control_) fence_failed();
+  barrier_->run(*this, group != nullptr ? *group : barrier_->all_ranks(), algorithm, timeout,
+                control_.get());
+  // Every rank has connected once a barrier passed: the detector may probe them now.
+  if (control_) control_->start();
+}
+
+detail::ControlPlane& Node::control(std::string_view operation) const {
+  check_not_moved_from(barrier_, "this Node", operation);
+  if (!control_) {
+    throw Error(ErrorKind::state, operation, EINVAL, "this Node was built without fault tolerance",
+                "call NodeBuilder::fault_tolerance() on every rank");
+  }
+  return *control_;
+}
+
+void Node::fence_failed() {
+  const std::uint64_t generation = control_->generation();
+  if (generation == fenced_generation_) return;  // nothing new: no allocation per barrier
+  fenced_generation_ = generation;
+  for (const RankFailure& failure : control_->failures()) {
+    if (fenced_[failure.rank]) continue;
+    fenced_[failure.rank] = true;
+    try {
+      channel(failure.rank).queue_pair().move_to_error();
+    } catch (const Error&) {  // NOLINT(bugprone-empty-catch): a queue pair the device already
+                              // tore down lets nothing through either
+    }
+  }
+}
+
+std::vector<RankFailure> Node::failed_ranks() {
+  std::vector<RankFailure> failures = control("Node::failed_ranks").failures();
+  fence_failed();
+  return failures;
+}
+
+std::size_t Node::acknowledge_failures() {
+  for (const RankFailure& failure : failed_ranks()) {
+    if (!std::ranges::binary_search(acknowledged_, failure.rank)) {
+      acknowledged_.insert(std::ranges::upper_bound(acknowledged_, failure.rank), failure.rank);
+    }
+  }
+  return acknowledged_.size();
+}
+
+std::vector<std::uint32_t> Node::acknowledged_failures() const { return acknowledged_; }
+
+void Node::revoke() { control("Node::revoke").revoke(); }
+
+std::optional<std::uint32_t> Node::revoked_by() const {
+  return control("Node::revoked_by").revoked_by();
 }
 
 }  // namespace ibv::net

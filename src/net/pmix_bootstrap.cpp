@@ -237,11 +237,11 @@ struct BoundedInit {
   static std::optional<std::pair<pmix_status_t, pmix_proc_t>> run(std::chrono::seconds timeout) {
     auto init = std::make_shared<BoundedInit>();
     std::thread([init] {
-      pmix_proc_t self{};
-      const pmix_status_t status = PMIx_Init(&self, nullptr, 0);
+      pmix_proc_t name{};
+      const pmix_status_t result = PMIx_Init(&name, nullptr, 0);
       const std::scoped_lock lock(init->mutex);
-      init->status = status;
-      init->self = self;
+      init->status = result;
+      init->self = name;
       init->done = true;
       init->finished.notify_all();
     }).detach();

@@ -11,6 +11,7 @@
 
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
+#include "net/control_plane.hpp"
 #include "net/unanswered_rank.hpp"
 
 namespace ibv::net::detail {
@@ -103,7 +104,15 @@ const std::vector<BarrierStep>& RdmaBarrier::schedule(const BarrierGroup& group,
 }
 
 void RdmaBarrier::run(MultiChannel& channels, const BarrierGroup& group, BarrierAlgorithm algorithm,
-                      Duration timeout) {
+                      Duration timeout, ControlPlane* control) {
+  if (control != nullptr) {
+    if (const auto revoker = control->revoked_by()) {
+      throw Error(ErrorKind::revoked, kOperation, ECANCELED,
+                  "this Node was revoked by rank " + std::to_string(*revoker),
+                  "no barrier of this Node passes any more: agree with the survivors and build "
+                  "the Node again");
+    }
+  }
   if (poison_) {
     throw Error(ErrorKind::state, kOperation, EIO,
                 "the barrier is poisoned by an earlier failure: " + *poison_,
@@ -113,6 +122,8 @@ void RdmaBarrier::run(MultiChannel& channels, const BarrierGroup& group, Barrier
   algorithm_ = algorithm;
   timeout_ = timeout;
   channels_ = &channels;
+  control_ = control;
+  control_seen_ = 0;
   const auto deadline = Clock::now() + timeout;
   try {
     const auto& steps = schedule(group, algorithm);
@@ -126,10 +137,51 @@ void RdmaBarrier::run(MultiChannel& channels, const BarrierGroup& group, Barrier
     poison_ = error.what();
     group_ = nullptr;
     channels_ = nullptr;
+    control_ = nullptr;
     throw;
   }
   group_ = nullptr;
   channels_ = nullptr;
+  control_ = nullptr;
+}
+
+std::optional<RankFailure> RdmaBarrier::check_control(std::size_t round,
+                                                      std::span<const std::uint32_t> waiting) {
+  if (control_ == nullptr) return std::nullopt;
+  const std::uint64_t generation = control_->generation();
+  if (generation == control_seen_) return std::nullopt;
+  control_seen_ = generation;
+  if (const auto revoker = control_->revoked_by()) {
+    throw Error(ErrorKind::revoked, kOperation, ECANCELED,
+                current() + ", round " + std::to_string(round + 1) + " of " +
+                    std::to_string(rounds_) + ": the Node was revoked by rank " +
+                    std::to_string(*revoker),
+                "no barrier of this Node passes any more: agree with the survivors and build the "
+                "Node again");
+  }
+  // A rank this round waits for, or any member of the group that crashed (its part of the
+  // barrier may never come, and the ranks waiting for it hold up the others). A member that
+  // destroyed its Node in good order only left after its barriers, so only waiting for it
+  // counts.
+  std::optional<RankFailure> culprit;
+  for (const RankFailure& failure : control_->failures()) {
+    const bool awaited = std::ranges::find(waiting, failure.rank) != waiting.end();
+    const bool member = std::ranges::binary_search(group_->ranks(), failure.rank);
+    if (awaited || (member && failure.cause != FailureCause::left)) {
+      culprit = failure;
+      if (awaited) break;
+    }
+  }
+  return culprit;
+}
+
+void RdmaBarrier::fail_for(std::size_t round, const RankFailure& culprit) {
+  channels_->channel(culprit.rank).queue_pair().move_to_error();  // fenced: nothing more lands
+  throw Error(ErrorKind::peer_gone, kOperation, EIO,
+              current() + ", round " + std::to_string(round + 1) + " of " +
+                  std::to_string(rounds_) + ": " + culprit.to_string() +
+                  " has failed, and this barrier needs it",
+              "the rank is out of this Node for good; " + std::string(kPoisonHint));
 }
 
 void RdmaBarrier::signal(MultiChannel& channels, std::size_t round, std::uint32_t peer,
@@ -151,13 +203,21 @@ void RdmaBarrier::await(std::size_t round, std::span<const std::uint32_t> sender
   const auto spin_until =
       wait_.strategy == WaitStrategy::spin_then_block ? entered + wait_.spin_for : entered;
   auto nap = std::chrono::duration_cast<Clock::duration>(kFirstNap);
+  std::optional<RankFailure> culprit;
   for (;;) {
+    // What the control plane knows first, the signals second: a rank that left in good order
+    // had its signals land before its mark, so they are seen here when the mark was.
+    if (auto news = check_control(round, waiting)) culprit = std::move(news);
     std::erase_if(waiting, [&](std::uint32_t sender) {
       if (slot(round, sender) <= received_[sender]) return false;
       ++received_[sender];
       return true;
     });
     if (waiting.empty()) return;
+    if (culprit && (culprit->cause != FailureCause::left ||
+                    std::ranges::find(waiting, culprit->rank) != waiting.end())) {
+      fail_for(round, *culprit);
+    }
     reap(std::nullopt);
     if (Clock::now() >= deadline) {
       throw Error(ErrorKind::timeout, kOperation, ETIMEDOUT,
@@ -210,6 +270,9 @@ void RdmaBarrier::reap(std::optional<Clock::time_point> deadline) {
       // answer in time) is peer_gone, as on a channel; any other failure has its completion's
       // kind.
       const ErrorKind kind = kind_of(completion->status());
+      if (kind == ErrorKind::peer_gone && control_ != nullptr) {
+        control_->declare_failed(peer, FailureCause::completion);
+      }
       const std::string who =
           kind == ErrorKind::peer_gone
               ? unanswered_rank_text(peer, channels_->channel(peer).queue_pair().settings())

@@ -17,10 +17,13 @@
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/net/barrier_schedule.hpp"
+#include "ibv/net/fault_tolerance.hpp"
 #include "ibv/verbs/memory_region.hpp"
 #include "ibv/verbs/protection_domain.hpp"
 
 namespace ibv::net::detail {
+
+class ControlPlane;
 
 class RdmaBarrier {
  public:
@@ -40,9 +43,12 @@ class RdmaBarrier {
   void set_peer_slots(std::vector<PeerRemoteMemoryRegion> peer_slots);
 
   /// Runs this rank's part of a barrier of `group` by `algorithm`, within `timeout`. Throws
-  /// ibv::Error (state) at once when poisoned; poisons and throws on any failure.
+  /// ibv::Error (state) at once when poisoned; poisons and throws on any failure. With a
+  /// `control` plane (a fault-tolerant Node): throws revoked when the Node is revoked, and
+  /// peer_gone as soon as a rank it still waits for is known failed; a signal that fails as
+  /// peer_gone declares its rank failed there.
   void run(MultiChannel& channels, const BarrierGroup& group, BarrierAlgorithm algorithm,
-           Duration timeout);
+           Duration timeout, ControlPlane* control = nullptr);
 
   [[nodiscard]] bool poisoned() const noexcept { return poison_.has_value(); }
 
@@ -60,6 +66,12 @@ class RdmaBarrier {
   void reap(std::optional<Clock::time_point> deadline);
   /// The slot (round, sender), read as the device may be writing it.
   [[nodiscard]] std::uint64_t slot(std::size_t round, std::uint32_t sender) noexcept;
+  /// With a control plane whose news changed: throws revoked when the Node is; else the failed
+  /// rank this barrier cannot do without (one of `waiting`, or a crashed member), if any.
+  std::optional<RankFailure> check_control(std::size_t round,
+                                           std::span<const std::uint32_t> waiting);
+  /// Fences `culprit` and throws peer_gone naming it.
+  [[noreturn]] void fail_for(std::size_t round, const RankFailure& culprit);
   /// "dissemination barrier over all 4 ranks": the barrier being run, for messages.
   [[nodiscard]] std::string current() const;
 
@@ -85,6 +97,8 @@ class RdmaBarrier {
   std::size_t rounds_ = 0;
   Duration timeout_{};
   MultiChannel* channels_ = nullptr;  // while run() runs: the queue pairs' retry budget
+  ControlPlane* control_ = nullptr;   // while run() runs, on a fault-tolerant Node
+  std::uint64_t control_seen_ = 0;    // the control plane's generation last looked at
   std::optional<std::string> poison_;
 };
 

@@ -29,6 +29,7 @@
 #include "ibv/duration.hpp"
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/net/barrier_schedule.hpp"
+#include "ibv/net/fault_tolerance.hpp"
 #include "ibv/net/network_config.hpp"
 #include "ibv/net/node_datagrams.hpp"
 #include "ibv/net/node_endpoint.hpp"
@@ -41,6 +42,7 @@ class PreparedNode;
 class Node;
 
 namespace detail {
+class ControlPlane;
 class RdmaBarrier;
 }  // namespace detail
 
@@ -96,6 +98,23 @@ class NodeBuilder {
   /// queue pair settings' gid_index (queue_pair()) when that one is set. The settings are checked
   /// at build().
   NodeBuilder& datagrams(const DatagramSettings& settings);
+  /// Makes the Node watch its peers so that it can survive a lost rank: a control queue pair
+  /// per peer and a detector thread that probes one peer (FaultToleranceSettings says how
+  /// often and how long), so that a dead rank is named to every survivor within
+  /// settings.detection_bound() whether or not anything is in flight to it, and any rank may
+  /// revoke the Node (Node::revoke()). Its addresses ride in the Node's own bootstrap exchange
+  /// (no extra round). Off by default; a Node without it makes no extra queue pair or thread
+  /// and sends the same bytes as before. Every rank of a world must make the same choice: the
+  /// handshake refuses a mismatch with ibv::Error (invalid_argument) naming the rank (test:
+  /// `FaultTolerance.ARankWithoutItFailsTheHandshakeNamingTheRank`). The
+  /// detector starts once every rank is connected: at the end of connect(), or, after
+  /// handshake(), at the end of the first barrier. The story: docs/fault-tolerance.md.
+  NodeBuilder& fault_tolerance(const FaultToleranceSettings& settings = {});
+  /// The fault tolerance settings, when fault_tolerance() was called.
+  [[nodiscard]] const std::optional<FaultToleranceSettings>& fault_tolerance_settings()
+      const noexcept {
+    return fault_tolerance_;
+  }
   /// The datagram settings, when datagrams() was called.
   [[nodiscard]] const std::optional<DatagramSettings>& datagram_settings() const noexcept {
     return datagrams_;
@@ -113,6 +132,7 @@ class NodeBuilder {
   BarrierAlgorithm algorithm_ = BarrierAlgorithm::dissemination;
   Duration barrier_timeout_{std::chrono::seconds(30)};
   std::optional<DatagramSettings> datagrams_;
+  std::optional<FaultToleranceSettings> fault_tolerance_;
 };
 
 /// A Node whose queue pairs exist but are not connected. Move-only.
@@ -162,7 +182,8 @@ class PreparedNode {
   friend class NodeBuilder;  // NodeBuilder::build() makes every PreparedNode
   PreparedNode(PreparedMultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
                BarrierAlgorithm algorithm, Duration barrier_timeout,
-               std::optional<DatagramEndpoint> datagrams);
+               std::optional<DatagramEndpoint> datagrams,
+               std::unique_ptr<detail::ControlPlane> control);
   /// This rank's datagram address, when it has datagrams.
   [[nodiscard]] std::optional<UdAddress> datagram_address() const;
   /// Throws ibv::Error (invalid_argument) naming `peer` when its datagram address (`theirs`)
@@ -170,11 +191,19 @@ class PreparedNode {
   /// `NodeDatagrams.ARankThatDidNotOptInFailsTheHandshakeOnEveryRankNamingARank`,
   /// `NodeDatagrams.ARankWithAnotherQKeyFailsTheHandshake`).
   void check_datagram_choice(std::uint32_t peer, const std::optional<UdAddress>& theirs) const;
+  /// Throws ibv::Error (invalid_argument) naming `peer` when its control part (`theirs`) does
+  /// not match this rank's choice of fault tolerance (test:
+  /// `FaultTolerance.ARankWithoutItFailsTheHandshakeNamingTheRank`), or its control block is too
+  /// small.
+  void check_control_choice(std::uint32_t peer, const std::optional<ControlEndpoint>& theirs) const;
+  /// This rank's control part for `peer`, when it has fault tolerance.
+  [[nodiscard]] std::optional<ControlEndpoint> control_for(std::uint32_t peer) const;
   PreparedMultiChannel channels_;
   std::unique_ptr<detail::RdmaBarrier> barrier_;
   BarrierAlgorithm algorithm_;
   Duration barrier_timeout_;
   std::optional<DatagramEndpoint> datagrams_;
+  std::unique_ptr<detail::ControlPlane> control_;
 };
 
 /// One connected rank of a job: every MultiChannel call (it is one), barriers over RDMA, and,
@@ -217,7 +246,13 @@ class Node : public MultiChannel {
   /// barrier was poisoned by an earlier failure (test:
   /// `NodeBarrier.TimesOutWhenARankNeverArrivesAndIsPoisonedAfter`), invalid_argument for bad
   /// options (test: `NodeBarrier.ABadSubsetIsRejectedAndPoisonsNothing`). A failure poisons the
-  /// barrier (see the class comment).
+  /// barrier (see the class comment). On a Node with fault tolerance (NodeBuilder::
+  /// fault_tolerance()) it also throws revoked at once, pending or later, when a rank revoked
+  /// the Node (test: `FaultTolerance.ARevokeEndsEveryRanksBarrierNamingTheRevoker`), and
+  /// peer_gone, within the detection bound, when a rank it waits for, or a member that crashed,
+  /// is known failed, naming it and how it was found (tests:
+  /// `FaultToleranceKill.ABarrierWaitingForAKilledRankEndsPeerGoneLongBeforeItsTimeout`,
+  /// `FaultTolerance.ARankThatDestroysItsNodeIsNamedAsLeftAndEndsTheBarrierWaitingForIt`).
   void barrier(BarrierOptions options = {});
   /// Waits until every rank of `ranks` has entered this barrier: a sorted, duplicate-free list
   /// of ranks that includes this one; every rank in it must make the same call. A bad list
@@ -240,11 +275,38 @@ class Node : public MultiChannel {
   /// `NodeDatagrams.ANodeWithoutThemHasNoneAndSendsVersionOneEndpoints`).
   [[nodiscard]] NodeDatagrams& datagrams();
 
+  /// Whether this Node watches its peers (NodeBuilder::fault_tolerance()).
+  [[nodiscard]] bool has_fault_tolerance() const noexcept { return control_ != nullptr; }
+  /// Every rank this rank knows to have failed, by rank, each with how it learned it. A rank
+  /// once in it stays (fail-stop): its channel is moved to the error state here, so nothing it
+  /// still writes lands in this rank's memory. Throws ibv::Error (state) when the Node has no
+  /// fault tolerance (test: `FaultTolerance.ANodeWithoutItSaysSo`).
+  [[nodiscard]] std::vector<RankFailure> failed_ranks();
+  /// Acknowledges every failure known now (failed_ranks()); returns how many ranks are
+  /// acknowledged in all. As MPI's MPI_Comm_failure_ack: a record of which failures the
+  /// caller has seen, for acknowledged_failures(). Throws as failed_ranks().
+  std::size_t acknowledge_failures();
+  /// The ranks acknowledge_failures() acknowledged, by rank (MPI_Comm_failure_get_acked).
+  [[nodiscard]] std::vector<std::uint32_t> acknowledged_failures() const;
+  /// Revokes the Node on every rank: each rank's pending and later barriers end with ibv::Error
+  /// (revoked) naming this rank, within the detection bound's probe interval and a write's
+  /// latency, instead of their timeout. The mark travels as an RDMA write into every peer's
+  /// control block, and every rank passes it on once, so it arrives even when this rank dies
+  /// right after. Irreversible. Throws as failed_ranks().
+  void revoke();
+  /// The rank that revoked this Node, if one did (this one included).
+  [[nodiscard]] std::optional<std::uint32_t> revoked_by() const;
+
  private:
   friend class PreparedNode;  // PreparedNode::handshake() makes every Node
   Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
        BarrierAlgorithm algorithm, Duration barrier_timeout,
-       std::unique_ptr<NodeDatagrams> datagrams);
+       std::unique_ptr<NodeDatagrams> datagrams, std::unique_ptr<detail::ControlPlane> control);
+  /// The control plane; throws ibv::Error (state) from `operation` when there is none (test:
+  /// `FaultTolerance.ANodeWithoutItSaysSo`).
+  detail::ControlPlane& control(std::string_view operation) const;
+  /// Moves the channel of every rank known failed to the error state, once each.
+  void fence_failed();
   /// Runs a barrier of `group`, or of every rank when it is null (that group is made once).
   void run_barrier(const BarrierGroup* group, const BarrierOptions& options);
 
@@ -252,6 +314,10 @@ class Node : public MultiChannel {
   BarrierAlgorithm algorithm_;
   Duration timeout_;
   std::unique_ptr<NodeDatagrams> datagrams_;
+  std::unique_ptr<detail::ControlPlane> control_;
+  std::vector<bool> fenced_;                 // [rank]: its channel moved to the error state
+  std::uint64_t fenced_generation_ = 0;      // the control plane's generation fenced up to
+  std::vector<std::uint32_t> acknowledged_;  // by rank
 };
 
 }  // namespace ibv::net

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: MIT
+// The control plane of a fault-tolerant Node: a detector thread probing the ring successor
+// with 8-byte RDMA reads, failure reports written as monotone bitmaps into every peer's control
+// block (a torn read of one is still a correct, older view), a doorbell word that says a report
+// landed, and the revoke mark passed on by every rank that sees it.
+#include "net/control_plane.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+
+#include "ibv/error.hpp"
+
+namespace ibv::net::detail {
+namespace {
+
+constexpr std::size_t kRevokeWord = 0;
+constexpr std::size_t kDoorbellWord = 1;
+constexpr std::size_t kFirstSlotWord = 2;
+// How many requests to one peer may be in flight before the next report waits for a tick.
+constexpr std::size_t kMostInFlight = 8;
+constexpr int kTicksPerProbe = FaultToleranceSettings::kReadsPerProbeInterval;
+// Every this many ticks the report slots are read whole even without a doorbell (a report
+// whose doorbell landed before its bitmap is then still seen).
+constexpr int kTicksPerFullRead = 16;
+
+bool test_bit(std::span<const std::uint64_t> set, std::uint32_t rank) noexcept {
+  return ((set[rank / 64] >> (rank % 64)) & 1U) != 0;
+}
+
+std::uint64_t load(const std::uint64_t& word) noexcept {
+  // The device may be writing it: read it as one 64-bit value.
+  return std::atomic_ref<const std::uint64_t>(word).load(std::memory_order_acquire);
+}
+
+}  // namespace
+
+std::size_t ControlPlane::block_bytes(std::uint32_t world_size) noexcept {
+  return (kFirstSlotWord + std::size_t{world_size} * ((world_size + 63) / 64)) *
+         sizeof(std::uint64_t);
+}
+
+ControlPlane::ControlPlane(const ProtectionDomain& pd, std::uint32_t rank, std::uint32_t world_size,
+                           const FaultToleranceSettings& settings, const QueuePairSettings& base)
+    : rank_(rank),
+      world_size_(world_size),
+      words_per_set_((world_size + 63) / 64),
+      settings_(settings),
+      block_(block_bytes(world_size) / sizeof(std::uint64_t), 0),
+      outgoing_(kFirstSlotWord + words_per_set_, 0),
+      probe_landing_(1, 0),
+      block_mr_(pd.register_remote_accessible(std::as_writable_bytes(std::span(block_)),
+                                              RemoteAccess::read() | RemoteAccess::write())),
+      outgoing_mr_(pd.register_local(std::as_writable_bytes(std::span(outgoing_)))),
+      probe_mr_(pd.register_local(std::as_writable_bytes(std::span(probe_landing_)))),
+      failures_(world_size),
+      failed_bits_(words_per_set_),
+      in_flight_(world_size),
+      told_(world_size, 0),
+      told_revoked_(world_size, false) {
+  QueuePairSettings queue_pair = base;
+  queue_pair.ack_timeout = settings.probe_ack_timeout;
+  queue_pair.retry_count = settings.probe_retries;
+  queue_pair.access = RemoteAccess::read() | RemoteAccess::write();
+  queue_pair.max_send_wr = QueueDepth(4 * kMostInFlight);
+  queue_pair.max_recv_wr = QueueDepth(1);
+  queue_pair.max_inline_data.reset();
+  // A request still in flight when its handle is dropped ends within the retry budget.
+  const auto budget =
+      std::chrono::nanoseconds(retry_budget(settings.probe_ack_timeout, settings.probe_retries));
+  prepared_.emplace(MultiChannelBuilder(pd, rank, world_size)
+                        .queue_pair(queue_pair)
+                        .timeouts({.operation = Duration(4 * budget), .drop = Duration(4 * budget)})
+                        .completion_queue_size(static_cast<int>(4 * kMostInFlight) + 1)
+                        .build());
+}
+
+ControlPlane::~ControlPlane() {
+  if (detector_.joinable()) {
+    {
+      const std::scoped_lock lock(stop_mutex_);
+      stopping_ = true;
+    }
+    stop_changed_.notify_all();
+    detector_.join();
+  }
+  if (!channels_) return;
+  // Tell every reachable peer this rank left: its own bit in its report slot. Best effort and
+  // bounded: each request ends within the retry budget (a dropped handle waits for it).
+  const std::scoped_lock lock(post_mutex_);
+  outgoing_[kFirstSlotWord + rank_ / 64] |= std::uint64_t{1} << (rank_ % 64);
+  outgoing_[kDoorbellWord] += std::uint64_t{1} << 32;
+  try {
+    for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+      if (peer == rank_ || known_failed(peer)) continue;
+      const auto slot = peer_blocks_[peer].sub_region(
+          (kFirstSlotWord + std::size_t{rank_} * words_per_set_) * sizeof(std::uint64_t),
+          words_per_set_ * sizeof(std::uint64_t));
+      const std::array bitmap{
+          outgoing_mr_.gather(std::span(outgoing_).subspan(kFirstSlotWord, words_per_set_))};
+      static_cast<void>(post(peer, op::PeerWrite{bitmap, slot}));
+      const std::array doorbell{outgoing_mr_.gather(std::span(&outgoing_[kDoorbellWord], 1))};
+      static_cast<void>(post(
+          peer, op::PeerWrite{doorbell, peer_blocks_[peer].element<std::uint64_t>(kDoorbellWord)}));
+    }
+    for (auto& works : in_flight_) {
+      for (auto& work : works) static_cast<void>(work.wait_for(settings_.detection_bound()));
+    }
+  } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): leaving anyway
+  }
+}
+
+Endpoint ControlPlane::endpoint_for(std::uint32_t peer) const {
+  return prepared_->endpoint_for(peer);
+}
+
+void ControlPlane::handshake(std::span<const std::optional<Endpoint>> queue_pairs,
+                             std::span<const RemoteMemoryRegion> blocks) {
+  peer_blocks_.clear();
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    peer_blocks_.emplace_back(peer, blocks[peer]);
+  }
+  channels_.emplace(std::move(*prepared_).handshake(queue_pairs));
+  prepared_.reset();
+  outgoing_[kDoorbellWord] = rank_ + 1U;
+}
+
+void ControlPlane::start() {
+  if (detector_.joinable() || !channels_) return;
+  detector_ = std::thread([this] { run(); });
+}
+
+std::vector<RankFailure> ControlPlane::failures() const {
+  const std::scoped_lock lock(state_mutex_);
+  std::vector<RankFailure> known;
+  for (const auto& failure : failures_) {
+    if (failure) known.push_back(*failure);
+  }
+  return known;
+}
+
+std::optional<RankFailure> ControlPlane::failure_of(std::uint32_t rank) const {
+  if (!known_failed(rank)) return std::nullopt;
+  const std::scoped_lock lock(state_mutex_);
+  return failures_.at(rank);
+}
+
+std::optional<std::uint32_t> ControlPlane::revoked_by() const {
+  const std::scoped_lock lock(state_mutex_);
+  return revoked_by_;
+}
+
+bool ControlPlane::known_failed(std::uint32_t rank) const noexcept {
+  return ((failed_bits_[rank / 64].load(std::memory_order_acquire) >> (rank % 64)) & 1U) != 0;
+}
+
+std::uint64_t ControlPlane::word(std::size_t index) const noexcept { return load(block_[index]); }
+
+bool ControlPlane::record(std::uint32_t rank, FailureCause cause, std::uint32_t reported_by) {
+  if (rank == rank_ || rank >= world_size_) return false;
+  {
+    const std::scoped_lock lock(state_mutex_);
+    if (failures_[rank]) return false;
+    failures_[rank] = RankFailure{
+        .rank = rank, .cause = cause, .reported_by = reported_by, .known = Clock::now()};
+    failed_bits_[rank / 64].fetch_or(std::uint64_t{1} << (rank % 64), std::memory_order_release);
+  }
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  return true;
+}
+
+bool ControlPlane::record_revocation(std::uint32_t revoker) {
+  {
+    const std::scoped_lock lock(state_mutex_);
+    if (revoked_by_) return false;
+    revoked_by_ = revoker;
+  }
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  return true;
+}
+
+void ControlPlane::declare_failed(std::uint32_t rank, FailureCause cause) {
+  if (!record(rank, cause, rank_)) return;
+  if (!channels_) return;
+  const std::scoped_lock lock(post_mutex_);
+  send_news();
+}
+
+void ControlPlane::revoke() {
+  record_revocation(rank_);
+  if (!channels_) return;
+  const std::scoped_lock lock(post_mutex_);
+  send_news();
+}
+
+std::optional<std::uint32_t> ControlPlane::ring_successor() const {
+  for (std::uint32_t step = 1; step < world_size_; ++step) {
+    const std::uint32_t peer = (rank_ + step) % world_size_;
+    if (!known_failed(peer)) return peer;
+  }
+  return std::nullopt;
+}
+
+bool ControlPlane::post(std::uint32_t peer, const op::PeerWrite& write) {
+  auto& works = in_flight_[peer];
+  if (works.size() >= kMostInFlight || known_failed(peer)) return false;
+  works.push_back(channels_->post(peer, write));
+  return true;
+}
+
+void ControlPlane::run() {
+  const auto tick_length = std::chrono::nanoseconds(settings_.probe_interval) / kTicksPerProbe;
+  auto next_probe = Clock::now();
+  int ticks = 0;
+  std::unique_lock lock(stop_mutex_);
+  while (!stopping_) {
+    lock.unlock();
+    const auto now = Clock::now();
+    const bool probe_due = now >= next_probe;
+    if (probe_due) next_probe = now + settings_.probe_interval;
+    try {
+      read_block(++ticks % kTicksPerFullRead == 0);
+      tick(probe_due);
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch)
+      // A post the device refused: the peer's queue pair is broken, which the next tick's
+      // completions show; nothing here may end the thread.
+    }
+    lock.lock();
+    stop_changed_.wait_for(lock, tick_length, [&] { return stopping_; });
+  }
+}
+
+void ControlPlane::tick(bool probe_due) {
+  const std::scoped_lock lock(post_mutex_);
+  reap();
+  if (probe_due && !probe_) {
+    if (const auto successor = ring_successor()) {
+      const std::array into{probe_mr_.scatter(std::span(probe_landing_))};
+      probing_ = *successor;
+      probe_.emplace(channels_->post(
+          *successor,
+          op::PeerRead{into, peer_blocks_[*successor].element<std::uint64_t>(kRevokeWord)}));
+    }
+  }
+  send_news();
+}
+
+void ControlPlane::reap() {
+  if (probe_) {
+    if (const auto& completion = probe_->poll()) {
+      const std::uint32_t peer = *probing_;
+      const bool ok = completion->ok();
+      probe_.reset();
+      probing_.reset();
+      if (!ok) {
+        record(peer, FailureCause::probe, rank_);
+      } else if (const std::uint64_t mark = load(probe_landing_[0]); mark != 0) {
+        record_revocation(static_cast<std::uint32_t>(mark - 1));
+      }
+    }
+  }
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    std::erase_if(in_flight_[peer], [&](PendingWork& work) {
+      const auto& completion = work.poll();
+      if (!completion) return false;
+      if (!completion->ok()) record(peer, FailureCause::completion, rank_);
+      return true;
+    });
+  }
+}
+
+void ControlPlane::read_block(bool full) {
+  if (const std::uint64_t mark = word(kRevokeWord); mark != 0) {
+    record_revocation(static_cast<std::uint32_t>(mark - 1));
+  }
+  const std::uint64_t doorbell = word(kDoorbellWord);
+  if (!full && doorbell == doorbell_seen_) return;
+  doorbell_seen_ = doorbell;
+  // A sender's own bit in its slot says it left in good order. Those first, so that a rank
+  // that left is recorded as such even when another rank's report of it is there too.
+  const auto slot_word = [&](std::uint32_t sender, std::uint32_t rank) {
+    return word(kFirstSlotWord + std::size_t{sender} * words_per_set_ + rank / 64);
+  };
+  for (std::uint32_t sender = 0; sender < world_size_; ++sender) {
+    if (sender == rank_ || known_failed(sender)) continue;
+    if (((slot_word(sender, sender) >> (sender % 64)) & 1U) != 0) {
+      record(sender, FailureCause::left, sender);
+    }
+  }
+  // Then the reports; a failed sender's are not taken (it is fenced).
+  std::vector<std::uint64_t> slot(words_per_set_);
+  for (std::uint32_t sender = 0; sender < world_size_; ++sender) {
+    if (sender == rank_ || known_failed(sender)) continue;
+    const std::size_t first = kFirstSlotWord + std::size_t{sender} * words_per_set_;
+    for (std::size_t w = 0; w < words_per_set_; ++w) slot[w] = word(first + w);
+    for (std::uint32_t rank = 0; rank < world_size_; ++rank) {
+      if (test_bit(slot, rank) && !known_failed(rank)) record(rank, FailureCause::report, sender);
+    }
+  }
+}
+
+void ControlPlane::send_news() {
+  // This rank's bitmap is what it knows; it only ever gains bits, so rewriting it while an
+  // earlier write of it is in flight sends an older or newer view, never a wrong one.
+  std::uint64_t gained = 0;
+  for (std::size_t w = 0; w < words_per_set_; ++w) {
+    const std::uint64_t bits = failed_bits_[w].load(std::memory_order_acquire);
+    gained |= bits & ~outgoing_[kFirstSlotWord + w];
+    outgoing_[kFirstSlotWord + w] |= bits;
+  }
+  if (gained != 0) {
+    ++report_generation_;
+    outgoing_[kDoorbellWord] += std::uint64_t{1} << 32;
+  }
+  const auto revoker = revoked_by();
+  if (revoker) outgoing_[kRevokeWord] = *revoker + 1U;
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    if (peer == rank_ || known_failed(peer)) continue;
+    const auto& block = peer_blocks_[peer];
+    if (revoker && !told_revoked_[peer]) {
+      const std::array mark{outgoing_mr_.gather(std::span(&outgoing_[kRevokeWord], 1))};
+      if (post(peer, op::PeerWrite{mark, block.element<std::uint64_t>(kRevokeWord)})) {
+        told_revoked_[peer] = true;
+      }
+    }
+    if (told_[peer] == report_generation_) continue;
+    if (in_flight_[peer].size() + 2 > kMostInFlight) continue;
+    const auto slot = block.sub_region(
+        (kFirstSlotWord + std::size_t{rank_} * words_per_set_) * sizeof(std::uint64_t),
+        words_per_set_ * sizeof(std::uint64_t));
+    const std::array bitmap{
+        outgoing_mr_.gather(std::span(outgoing_).subspan(kFirstSlotWord, words_per_set_))};
+    const std::array doorbell{outgoing_mr_.gather(std::span(&outgoing_[kDoorbellWord], 1))};
+    if (post(peer, op::PeerWrite{bitmap, slot}) &&
+        post(peer, op::PeerWrite{doorbell, block.element<std::uint64_t>(kDoorbellWord)})) {
+      told_[peer] = report_generation_;
+    }
+  }
+}
+
+}  // namespace ibv::net::detail

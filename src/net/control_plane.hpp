@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+// Private: the control plane of a Node built with NodeBuilder::fault_tolerance(). A control
+// queue pair per peer with a short retry budget, a registered control block per rank (the
+// revoke word, a doorbell, and one report slot per sender holding the sender's bitmap of failed
+// ranks), and a detector thread that probes the ring successor, reads what lands in the block
+// and tells every peer what it learned. The caller's thread asks what is known (lock-free in
+// the common case: generation()), reports failures it saw in completions, and revokes.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "ibv/channel/pending_work.hpp"
+#include "ibv/multi_channel/multi_channel.hpp"
+#include "ibv/multi_channel/peer_remote_memory_region.hpp"
+#include "ibv/net/fault_tolerance.hpp"
+#include "ibv/verbs/memory_region.hpp"
+#include "ibv/verbs/protection_domain.hpp"
+#include "ibv/verbs/queue_pair_settings.hpp"
+
+namespace ibv::net::detail {
+
+class ControlPlane {
+ public:
+  /// Makes the control queue pairs (in `pd`, on the port and GID `base` names, with the probe
+  /// timeouts of `settings`) and registers the control block.
+  ControlPlane(const ProtectionDomain& pd, std::uint32_t rank, std::uint32_t world_size,
+               const FaultToleranceSettings& settings, const QueuePairSettings& base);
+  /// Stops the detector and tells every peer still reachable that this rank left.
+  ~ControlPlane();
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
+  ControlPlane(ControlPlane&&) = delete;
+  ControlPlane& operator=(ControlPlane&&) = delete;
+
+  /// The bytes a control block of a world of `world_size` ranks takes.
+  [[nodiscard]] static std::size_t block_bytes(std::uint32_t world_size) noexcept;
+
+  /// The control queue pair meant for `peer` (before handshake()).
+  [[nodiscard]] Endpoint endpoint_for(std::uint32_t peer) const;
+  /// Where the peers read and write this rank's control block.
+  [[nodiscard]] RemoteMemoryRegion block() const { return block_mr_.remote(); }
+
+  /// Connects the control queue pairs: `queue_pairs[p]` and `blocks[p]` are peer p's (the
+  /// entries at this rank are ignored). Does not start the detector (start()).
+  void handshake(std::span<const std::optional<Endpoint>> queue_pairs,
+                 std::span<const RemoteMemoryRegion> blocks);
+  /// Starts the detector thread; every peer must have connected its control queue pairs by
+  /// then (a probe of a peer that has not is taken for a failure). Later calls do nothing.
+  void start();
+  /// Whether start() was called.
+  [[nodiscard]] bool started() const noexcept { return detector_.joinable(); }
+
+  /// A counter that changes whenever something new is known (a failure, a revocation): a
+  /// waiter compares it with what it saw last and only then asks more.
+  [[nodiscard]] std::uint64_t generation() const noexcept {
+    return generation_.load(std::memory_order_acquire);
+  }
+  /// Every rank known to have failed, by rank.
+  [[nodiscard]] std::vector<RankFailure> failures() const;
+  /// What is known of `rank`'s failure, if anything.
+  [[nodiscard]] std::optional<RankFailure> failure_of(std::uint32_t rank) const;
+  /// The rank that revoked the Node, if one did.
+  [[nodiscard]] std::optional<std::uint32_t> revoked_by() const;
+
+  /// Revokes the Node: writes this rank's revoke mark into every reachable peer's block (each
+  /// peer passes it on to every other once, so it arrives even if this rank dies now).
+  void revoke();
+  /// Records that `rank` failed as `cause` says (a completion the caller saw), and tells the
+  /// peers. Nothing when it was known already.
+  void declare_failed(std::uint32_t rank, FailureCause cause);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  /// The detector thread's loop.
+  void run();
+  /// One round of the loop: the probe, completions, the block, telling the peers.
+  void tick(bool probe_due);
+  /// Takes the completions of the requests in flight; a failed one declares its peer failed.
+  void reap();
+  /// Reads the revoke word, the doorbell and (when it rang, or `full`) every report slot.
+  void read_block(bool full);
+  /// Records a failure under state_mutex_; true when it is new.
+  bool record(std::uint32_t rank, FailureCause cause, std::uint32_t reported_by);
+  /// Records a revocation under state_mutex_; true when it is new.
+  bool record_revocation(std::uint32_t revoker);
+  /// Posts this rank's report (its bitmap, then the doorbell) to every live peer that has not
+  /// got the latest one, and the revoke mark when there is one to pass on.
+  void send_news();
+  /// The next rank of the ring after this one that is not known failed, if any.
+  [[nodiscard]] std::optional<std::uint32_t> ring_successor() const;
+  /// Posts one write or read to `peer` (post_mutex_ held); false when the peer is failed or its
+  /// send queue is full (it is tried again next tick).
+  bool post(std::uint32_t peer, const op::PeerWrite& write);
+  [[nodiscard]] bool known_failed(std::uint32_t rank) const noexcept;
+  [[nodiscard]] std::uint64_t word(std::size_t index) const noexcept;
+
+  std::uint32_t rank_;
+  std::uint32_t world_size_;
+  std::size_t words_per_set_;  // 64-bit words of one bitmap of world_size_ ranks
+  FaultToleranceSettings settings_;
+
+  // Memory: the block peers write (word 0: revoke mark, word 1: doorbell, then one bitmap per
+  // sender), this rank's outgoing report and marks, and the probe's landing word.
+  std::vector<std::uint64_t> block_;
+  std::vector<std::uint64_t> outgoing_;  // [0]: revoke mark, [1]: doorbell, then the bitmap
+  std::vector<std::uint64_t> probe_landing_;
+  MemoryRegion block_mr_;
+  MemoryRegion outgoing_mr_;
+  MemoryRegion probe_mr_;
+
+  std::optional<PreparedMultiChannel> prepared_;
+  std::optional<MultiChannel> channels_;
+  std::vector<PeerRemoteMemoryRegion> peer_blocks_;
+
+  // What is known; failures_ and revoked_by_ under state_mutex_, mirrored lock-free by
+  // failed_bits_ (one atomic bit per rank) and generation_.
+  mutable std::mutex state_mutex_;
+  std::vector<std::optional<RankFailure>> failures_;
+  std::optional<std::uint32_t> revoked_by_;
+  std::vector<std::atomic<std::uint64_t>> failed_bits_;
+  std::atomic<std::uint64_t> generation_{0};
+
+  // Posting (the detector and revoke() from the caller's thread) under post_mutex_.
+  std::mutex post_mutex_;
+  std::vector<std::vector<PendingWork>> in_flight_;  // [peer]
+  std::vector<std::uint64_t> told_;                  // [peer]: the report generation it has
+  std::vector<bool> told_revoked_;                   // [peer]: has this rank's revoke mark
+  std::uint64_t report_generation_ = 0;              // bumps with every new failure
+  std::optional<std::uint32_t> probing_;             // the peer of the probe in flight
+  std::optional<PendingWork> probe_;
+  std::uint64_t doorbell_seen_ = 0;
+
+  std::mutex stop_mutex_;
+  std::condition_variable stop_changed_;
+  bool stopping_ = false;
+  std::thread detector_;
+};
+
+}  // namespace ibv::net::detail

@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: MIT
+// Device tests of a fault-tolerant Node (NodeBuilder::fault_tolerance()): its failure detector
+// and its revoke. Threads of this process play the ranks where nothing has to die (a revoke, a
+// rank that destroys its Node, a healthy world that must see no failure, a mismatched choice);
+// where a rank must die as a crash does, every rank is a child process of this binary (child
+// role "fault_tolerant_rank") and this process kills one with SIGKILL while the others are idle
+// or wait in a barrier. Children report one fact a line ("READY", "FAILED ...", "FAULT ..."),
+// with times on steady_clock (the same clock in every process of the machine), and this
+// process checks them. Bounds here are upper bounds with room for emulation, not speed tests:
+// the figures are printed.
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "child_role.hpp"
+#include "device_fixture.hpp"
+#include "node_ranks.hpp"
+#include "support/child_process.hpp"
+#include "support/error_matchers.hpp"
+
+namespace ibv::test {
+namespace {
+namespace fault_tolerance_test {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using ibv_test::throws_error;
+using net::FailureCause;
+using net::Node;
+
+/// What a child rank may take at most; only reached when something hangs.
+constexpr auto kChildLimit = 90s;
+/// A barrier's timeout in these tests: what a failure must beat by far.
+constexpr auto kLongBarrier = 30s;
+/// Room for the detector's bound (about 90 ms) on a loaded, emulated testbed.
+constexpr auto kNamedWithin = 5s;
+constexpr double kNamedWithinMs = 5000;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+void with_fault_tolerance(net::NodeBuilder& builder) {
+  builder.fault_tolerance().barrier_timeout(kLongBarrier);
+}
+
+/// What `node` knows of `rank`'s failure, waiting up to `limit` for it.
+std::optional<net::RankFailure> failure_of(Node& node, std::uint32_t rank, Clock::duration limit) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    for (const auto& failure : node.failed_ranks()) {
+      if (failure.rank == rank) return failure;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  return std::nullopt;
+}
+
+TEST(FaultTolerance, ANodeWithoutItSaysSo) {
+  run_ranks(2, [](Node& node, net::Bootstrap&) {
+    EXPECT_FALSE(node.has_fault_tolerance());
+    for (const auto& call : std::vector<std::function<void()>>{
+             [&] { (void)node.failed_ranks(); }, [&] { node.revoke(); },
+             [&] { (void)node.revoked_by(); }, [&] { (void)node.acknowledge_failures(); }}) {
+      EXPECT_TRUE(throws_error(ErrorKind::state, call,
+                               {"built without fault tolerance", "fault_tolerance()"}));
+    }
+  });
+}
+
+TEST(FaultTolerance, ARankWithoutItFailsTheHandshakeNamingTheRank) {
+  std::atomic<int> refused{0};
+  run_ranks_over(
+      3, ExchangePath::all_to_all, BootstrapKind::hosts_file,
+      [](std::uint32_t rank, net::NodeBuilder& builder) {
+        if (rank != 1) builder.fault_tolerance();
+      },
+      [](Node&, net::Bootstrap&) { ADD_FAILURE() << "a mismatched world connected"; },
+      [&](std::uint32_t rank, const Error& error) {
+        EXPECT_EQ(error.kind(), ErrorKind::invalid_argument) << error.what();
+        const std::string text = error.what();
+        EXPECT_NE(text.find("fault_tolerance()"), std::string::npos) << text;
+        EXPECT_NE(text.find(rank == 1 ? "rank 0" : "rank 1"), std::string::npos) << text;
+        refused.fetch_add(1);
+      });
+  EXPECT_EQ(refused.load(), 3);
+}
+
+TEST(FaultTolerance, AHealthyBusyWorldDeclaresNoRankFailed) {
+  // Four ranks spinning through barriers on the testbed's two vCPUs (a second or more), each
+  // probing its successor every 20 ms: not one probe may go unanswered.
+  constexpr int kBarriers = 5000;
+  run_ranks(
+      4,
+      [](Node& node, net::Bootstrap&) {
+        const auto started = Clock::now();
+        for (int i = 0; i < kBarriers; ++i) node.barrier();
+        const auto took = Clock::now() - started;
+        EXPECT_TRUE(node.failed_ranks().empty());
+        EXPECT_EQ(node.revoked_by(), std::nullopt);
+        node.barrier();  // no rank destroys its Node while another still looks
+        if (node.rank() == 0) {
+          std::printf("[ figures  ] %d barriers of 4 ranks in %.0f ms, no rank declared failed\n",
+                      kBarriers, std::chrono::duration<double, std::milli>(took).count());
+        }
+      },
+      with_fault_tolerance);
+}
+
+TEST(FaultTolerance, ARevokeEndsEveryRanksBarrierNamingTheRevoker) {
+  std::atomic<int> ended{0};
+  run_ranks(
+      3,
+      [&](Node& node, net::Bootstrap&) {
+        node.barrier();  // every detector runs
+        if (node.rank() == 0) {
+          std::this_thread::sleep_for(100ms);  // the others are in their barrier by now
+          node.revoke();
+          EXPECT_EQ(node.revoked_by(), 0U);
+        } else {
+          const auto started = Clock::now();
+          EXPECT_TRUE(throws_error(ErrorKind::revoked, [&] { node.barrier(); },
+                                   {"Node::barrier", "revoked by rank 0"}));
+          const auto took = Clock::now() - started;
+          EXPECT_LT(took, kNamedWithin);  // the barrier's timeout is 30 s
+          std::printf("[ figures  ] rank %u: barrier ended revoked %.1f ms after it began\n",
+                      node.rank(), std::chrono::duration<double, std::milli>(took).count());
+          EXPECT_EQ(node.revoked_by(), 0U);
+        }
+        // Every later barrier says so at once, on every rank.
+        EXPECT_TRUE(
+            throws_error(ErrorKind::revoked, [&] { node.barrier(); }, {"revoked by rank 0"}));
+        ended.fetch_add(1);
+        while (ended.load() < 3) std::this_thread::sleep_for(1ms);  // no rank leaves early
+      },
+      with_fault_tolerance);
+}
+
+TEST(FaultTolerance, ARankThatDestroysItsNodeIsNamedAsLeftAndEndsTheBarrierWaitingForIt) {
+  std::atomic<int> done{0};
+  run_ranks(
+      3,
+      [&](Node& node, net::Bootstrap&) {
+        node.barrier();
+        if (node.rank() == 2) return;  // its Node is destroyed as the body returns
+        const auto started = Clock::now();
+        EXPECT_TRUE(throws_error(ErrorKind::peer_gone, [&] { node.barrier(); },
+                                 {"Node::barrier", "rank 2 (it destroyed its Node)"}));
+        EXPECT_LT(Clock::now() - started, kNamedWithin);
+        const auto failures = node.failed_ranks();
+        ASSERT_EQ(failures.size(), 1U);
+        EXPECT_EQ(failures[0].rank, 2U);
+        EXPECT_EQ(failures[0].cause, FailureCause::left);
+        EXPECT_EQ(node.acknowledge_failures(), 1U);
+        EXPECT_EQ(node.acknowledged_failures(), std::vector<std::uint32_t>{2});
+        done.fetch_add(1);
+        while (done.load() < 2) std::this_thread::sleep_for(1ms);
+      },
+      with_fault_tolerance);
+}
+
+// --- A rank killed as a crash kills it ------------------------------------------------------
+
+/// Child role: rank `rank` of the world in `config`, fault tolerant; passes a barrier, says
+/// READY, then as `scenario` says: "idle" waits (up to kChildLimit) until it knows that rank 2
+/// failed and prints "FAILED rank=2 cause=C at_ns=T"; "barrier" enters a barrier and prints
+/// "FAULT kind=K at_ns=T what=..."; "victim" only waits to be killed.
+int fault_tolerant_rank(const std::vector<std::string>& args) {
+  if (args.size() != 3) return 2;
+  try {
+    const auto config = net::NetworkConfig::from_file(args[0]);
+    const auto rank = static_cast<std::uint32_t>(std::stoul(args[1]));
+    const std::string& scenario = args[2];
+    net::Exchanger exchanger(config, rank, {.timeout = 20s});
+    const Context context = open_device(config.host(rank).ibdev);
+    const ProtectionDomain pd(context);
+    QueuePairSettings settings;
+    settings.gid_index = test_gid_index(context);
+    net::NodeBuilder builder(pd, config, rank);
+    builder.queue_pair(settings);
+    with_fault_tolerance(builder);
+    Node node = builder.build().connect(exchanger);
+    node.barrier();
+    std::printf("READY\n");
+    std::fflush(stdout);
+    if (scenario == "victim") {
+      std::this_thread::sleep_for(kChildLimit);
+      return 0;
+    }
+    if (scenario == "idle") {
+      const auto failure = failure_of(node, 2, kChildLimit);
+      if (!failure) return 3;
+      std::printf("FAILED rank=%u cause=%s at_ns=%lld\n", failure->rank,
+                  std::string(to_string(failure->cause)).c_str(), static_cast<long long>(now_ns()));
+      return 0;
+    }
+    try {
+      node.barrier();
+      std::printf("PASSED\n");
+    } catch (const Error& error) {
+      std::printf("FAULT kind=%s at_ns=%lld what=%s\n",
+                  std::string(to_string(error.kind())).c_str(), static_cast<long long>(now_ns()),
+                  error.what());
+    }
+    return 0;
+  } catch (const std::exception& error) {
+    std::printf("ERROR %s\n", error.what());
+    return 1;
+  }
+}
+const bool registered = register_child_role("fault_tolerant_rank", fault_tolerant_rank);
+
+/// The value of `key=` in the first line of `out` that starts with `tag`.
+std::optional<std::string> field(const std::string& out, const std::string& tag,
+                                 const std::string& key) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(tag, 0) != 0) continue;
+    const auto at = line.find(" " + key + "=");
+    if (at == std::string::npos) return std::nullopt;
+    const auto start = at + key.size() + 2;
+    if (key == "what") return line.substr(start);
+    return line.substr(start, line.find(' ', start) - start);
+  }
+  return std::nullopt;
+}
+
+bool wait_for_line(ChildProcess& child, const std::string& tag) {
+  const auto deadline = Clock::now() + kChildLimit;
+  while (Clock::now() < deadline) {
+    if (child.out().find(tag) != std::string::npos) return true;
+    if (!child.running()) return child.out().find(tag) != std::string::npos;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+/// A world of 4 child ranks; rank `victim` is killed once all are READY, the others doing
+/// `scenario`. Returns each survivor's output, by rank, and when the victim was killed.
+struct Killed {
+  std::vector<std::string> out;  // [rank]; empty for the victim
+  std::int64_t killed_at_ns = 0;
+};
+
+Killed kill_one_of_four(std::uint32_t victim, const std::string& scenario) {
+  constexpr std::uint32_t kWorld = 4;
+  const TemporaryDirectory directory("fault_tolerance");
+  const auto config = local_config(kWorld, open_test_device().name());
+  const auto config_file = directory.path() / "world.json";
+  std::ofstream(config_file) << config.to_json();
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    ranks.push_back(std::make_unique<ChildProcess>(
+        child_role_command("fault_tolerant_rank", {config_file.string(), std::to_string(rank),
+                                                   rank == victim ? "victim" : scenario}),
+        kChildLimit, directory.path() / ("rank" + std::to_string(rank) + ".out")));
+  }
+  Killed killed;
+  for (auto& rank : ranks) EXPECT_TRUE(wait_for_line(*rank, "READY")) << rank->describe();
+  if (scenario == "barrier") std::this_thread::sleep_for(200ms);  // the survivors are in it
+  ranks[victim]->kill();
+  killed.killed_at_ns = now_ns();
+  killed.out.resize(kWorld);
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    if (rank == victim) continue;
+    EXPECT_EQ(ranks[rank]->wait(), 0) << ranks[rank]->describe();
+    killed.out[rank] = ranks[rank]->out();
+  }
+  return killed;
+}
+
+double milliseconds_after(std::int64_t from_ns, const std::optional<std::string>& at_ns) {
+  if (!at_ns) return -1;
+  return static_cast<double>(std::stoll(*at_ns) - from_ns) / 1e6;
+}
+
+TEST(FaultToleranceKill, AnIdleRankKilledIsNamedToEverySurvivorWithinTheBound) {
+  // Nothing is in flight to rank 2 when it dies: only the detector can see it.
+  const Killed killed = kill_one_of_four(2, "idle");
+  for (std::uint32_t rank : {0U, 1U, 3U}) {
+    const std::string& out = killed.out[rank];
+    EXPECT_EQ(field(out, "FAILED", "rank"), "2") << out;
+    // Rank 1 probes rank 2; the others hear it from rank 1's report.
+    EXPECT_EQ(field(out, "FAILED", "cause"), rank == 1 ? "probe" : "report") << out;
+    const double after = milliseconds_after(killed.killed_at_ns, field(out, "FAILED", "at_ns"));
+    EXPECT_GE(after, 0) << out;
+    EXPECT_LT(after, kNamedWithinMs) << out;
+    std::printf("[ figures  ] rank %u knew rank 2 failed %.1f ms after the kill\n", rank, after);
+  }
+}
+
+TEST(FaultToleranceKill, ABarrierWaitingForAKilledRankEndsPeerGoneLongBeforeItsTimeout) {
+  const Killed killed = kill_one_of_four(0, "barrier");
+  for (std::uint32_t rank : {1U, 2U, 3U}) {
+    const std::string& out = killed.out[rank];
+    EXPECT_EQ(field(out, "FAULT", "kind"), "peer_gone") << out;
+    const auto what = field(out, "FAULT", "what").value_or("");
+    EXPECT_NE(what.find("rank 0 ("), std::string::npos) << out;
+    EXPECT_NE(what.find("has failed, and this barrier needs it"), std::string::npos) << out;
+    const double after = milliseconds_after(killed.killed_at_ns, field(out, "FAULT", "at_ns"));
+    EXPECT_LT(after, kNamedWithinMs) << out;
+    std::printf("[ figures  ] rank %u's barrier ended %.1f ms after the kill: %s\n", rank, after,
+                what.c_str());
+  }
+}
+
+}  // namespace fault_tolerance_test
+}  // namespace
+}  // namespace ibv::test
