@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 
+#include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
 
 namespace ibv::net::detail {
@@ -20,6 +21,17 @@ constexpr std::size_t kFirstSlotWord = 2;
 // How many requests to one peer may be in flight before the next report waits for a tick.
 constexpr std::size_t kMostInFlight = 8;
 constexpr int kTicksPerProbe = FaultToleranceSettings::kReadsPerProbeInterval;
+// Agreement messages: receives posted and send buffers per peer. An agreement sends a peer at
+// most a few messages per ballot; more wait in a backlog, never in the device.
+constexpr std::size_t kMessageSlots = 8;
+// Decided agreements kept to answer ranks still in them.
+constexpr std::size_t kKeptInstances = 8;
+
+// The most bytes an encoded agreement message of a world of `world_size` ranks takes: a fixed
+// part and at most two failed sets (a Promise's accepted value and contribution).
+std::size_t message_bytes_for(std::uint32_t world_size) noexcept {
+  return 96 + 2 * (4 + (std::size_t{world_size} + 7) / 8);
+}
 // Every this many ticks the report slots are read whole even without a doorbell (a report
 // whose doorbell landed before its bitmap is then still seen).
 constexpr int kTicksPerFullRead = 16;
@@ -57,22 +69,35 @@ ControlPlane::ControlPlane(const ProtectionDomain& pd, std::uint32_t rank, std::
       failed_bits_(words_per_set_),
       in_flight_(world_size),
       told_(world_size, 0),
-      told_revoked_(world_size, false) {
+      told_revoked_(world_size, false),
+      left_(world_size, false),
+      message_bytes_(message_bytes_for(world_size)),
+      receive_buffers_(std::size_t{world_size} * kMessageSlots * message_bytes_),
+      send_buffers_(std::size_t{world_size} * kMessageSlots * message_bytes_),
+      receive_mr_(pd.register_local(receive_buffers_)),
+      send_mr_(pd.register_local(send_buffers_)),
+      receives_(world_size),
+      sends_(world_size),
+      next_send_slot_(world_size, 0),
+      backlog_(world_size) {
   QueuePairSettings queue_pair = base;
   queue_pair.ack_timeout = settings.probe_ack_timeout;
   queue_pair.retry_count = settings.probe_retries;
   queue_pair.access = RemoteAccess::read() | RemoteAccess::write();
-  queue_pair.max_send_wr = QueueDepth(4 * kMostInFlight);
-  queue_pair.max_recv_wr = QueueDepth(1);
+  queue_pair.max_send_wr = QueueDepth(4 * kMostInFlight + kMessageSlots);
+  queue_pair.max_recv_wr = QueueDepth(kMessageSlots);
+  // A peer whose receives are all taken is busy, not gone: its detector reposts them.
+  queue_pair.rnr_retry = RnrRetryCount::infinite();
   queue_pair.max_inline_data.reset();
   // A request still in flight when its handle is dropped ends within the retry budget.
   const auto budget =
       std::chrono::nanoseconds(retry_budget(settings.probe_ack_timeout, settings.probe_retries));
-  prepared_.emplace(MultiChannelBuilder(pd, rank, world_size)
-                        .queue_pair(queue_pair)
-                        .timeouts({.operation = Duration(4 * budget), .drop = Duration(4 * budget)})
-                        .completion_queue_size(static_cast<int>(4 * kMostInFlight) + 1)
-                        .build());
+  prepared_.emplace(
+      MultiChannelBuilder(pd, rank, world_size)
+          .queue_pair(queue_pair)
+          .timeouts({.operation = Duration(4 * budget), .drop = Duration(4 * budget)})
+          .completion_queue_size(static_cast<int>(4 * kMostInFlight + 2 * kMessageSlots))
+          .build());
 }
 
 ControlPlane::~ControlPlane() {
@@ -108,6 +133,15 @@ ControlPlane::~ControlPlane() {
     }
   } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): leaving anyway
   }
+  // The receives never complete by themselves: flush every control queue pair, so that no
+  // handle waits when it is dropped.
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    if (peer == rank_) continue;
+    try {
+      channels_->channel(peer).queue_pair().move_to_error();
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): already unusable
+    }
+  }
 }
 
 Endpoint ControlPlane::endpoint_for(std::uint32_t peer) const {
@@ -123,6 +157,18 @@ void ControlPlane::handshake(std::span<const std::optional<Endpoint>> queue_pair
   channels_.emplace(std::move(*prepared_).handshake(queue_pairs));
   prepared_.reset();
   outgoing_[kDoorbellWord] = rank_ + 1U;
+  const std::scoped_lock lock(post_mutex_);
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    if (peer == rank_) continue;
+    for (std::size_t slot = 0; slot < kMessageSlots; ++slot) post_receive(peer, slot);
+  }
+}
+
+void ControlPlane::post_receive(std::uint32_t peer, std::size_t slot) {
+  const std::size_t at = (std::size_t{peer} * kMessageSlots + slot) * message_bytes_;
+  const std::array into{
+      receive_mr_.scatter(std::span(receive_buffers_).subspan(at, message_bytes_))};
+  receives_[peer].emplace_back(slot, channels_->post(peer, op::Receive{into}));
 }
 
 void ControlPlane::start() {
@@ -221,12 +267,20 @@ void ControlPlane::run() {
     try {
       read_block(++ticks % kTicksPerFullRead == 0);
       tick(probe_due);
+      drive_agreements();
     } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch)
       // A post the device refused: the peer's queue pair is broken, which the next tick's
       // completions show; nothing here may end the thread.
     }
     lock.lock();
-    stop_changed_.wait_for(lock, tick_length, [&] { return stopping_; });
+    if (agreeing_.load(std::memory_order_acquire)) {
+      lock.unlock();
+      std::this_thread::yield();  // an agree() waits: every message counts
+      lock.lock();
+      continue;
+    }
+    stop_changed_.wait_for(lock, tick_length,
+                           [&] { return stopping_ || agreeing_.load(std::memory_order_acquire); });
   }
 }
 
@@ -284,13 +338,14 @@ void ControlPlane::read_block(bool full) {
   for (std::uint32_t sender = 0; sender < world_size_; ++sender) {
     if (sender == rank_ || known_failed(sender)) continue;
     if (((slot_word(sender, sender) >> (sender % 64)) & 1U) != 0) {
-      record(sender, FailureCause::left, sender);
+      left_[sender] = record(sender, FailureCause::left, sender);
     }
   }
-  // Then the reports; a failed sender's are not taken (it is fenced).
+  // Then the reports. A crashed sender's are not taken (it is fenced); one that left in good
+  // order was sound until it left, and what it reported before is still news to this rank.
   std::vector<std::uint64_t> slot(words_per_set_);
   for (std::uint32_t sender = 0; sender < world_size_; ++sender) {
-    if (sender == rank_ || known_failed(sender)) continue;
+    if (sender == rank_ || (known_failed(sender) && !left_[sender])) continue;
     const std::size_t first = kFirstSlotWord + std::size_t{sender} * words_per_set_;
     for (std::size_t w = 0; w < words_per_set_; ++w) slot[w] = word(first + w);
     for (std::uint32_t rank = 0; rank < world_size_; ++rank) {
@@ -336,6 +391,138 @@ void ControlPlane::send_news() {
       told_[peer] = report_generation_;
     }
   }
+}
+
+RankSet ControlPlane::failed_set() const {
+  RankSet failed;
+  for (std::uint32_t rank = 0; rank < world_size_; ++rank) {
+    if (known_failed(rank)) failed.insert(rank);
+  }
+  return failed;
+}
+
+AgreementValue ControlPlane::agree(std::uint32_t flags, Duration timeout) {
+  std::unique_lock lock(agreement_mutex_);
+  const std::uint64_t instance = next_instance_++;
+  const RankSet failed = failed_set();
+  std::vector<bool> told(world_size_, false);
+  for (const std::uint32_t rank : failed) told[rank] = true;
+  Instance& started =
+      instances_
+          .try_emplace(instance, Instance{Agreement(rank_, world_size_, instance, failed,
+                                                    AgreementValue{.flags = flags, .failed = {}}),
+                                          std::move(told)})
+          .first->second;
+  started.agreement.start();
+  if (const auto early = early_.find(instance); early != early_.end()) {
+    for (const auto& [from, message] : early->second) started.agreement.on_message(from, message);
+    early_.erase(early);
+  }
+  agreeing_.store(true, std::memory_order_release);
+  stop_changed_.notify_all();  // the detector stops sleeping
+  const bool decided = agreement_changed_.wait_for(lock, std::chrono::nanoseconds(timeout), [&] {
+    return instances_.at(instance).agreement.decided().has_value();
+  });
+  agreeing_.store(false, std::memory_order_release);
+  if (!decided) {
+    throw Error(ErrorKind::timeout, "Node::agree", ETIMEDOUT,
+                "agreement " + std::to_string(instance) + " did not decide within " +
+                    ibv::detail::duration_text(timeout),
+                "every surviving rank must call agree() as often as this one; a rank that "
+                "never does holds the others up");
+  }
+  return *instances_.at(instance).agreement.decided();
+}
+
+bool ControlPlane::take_messages() {
+  bool changed = false;
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    auto& posted = receives_[peer];
+    while (!posted.empty()) {
+      const auto& completion = posted.front().second.poll();
+      if (!completion) break;
+      const std::size_t slot = posted.front().first;
+      const bool ok = completion->ok();
+      const std::size_t length = completion->byte_length();
+      posted.pop_front();
+      if (!ok) break;                    // flushed: the peer is gone, or this plane is closing
+      if (known_failed(peer)) continue;  // fenced: nothing it says counts, nor is reposted
+      const std::size_t at = (std::size_t{peer} * kMessageSlots + slot) * message_bytes_;
+      try {
+        const AgreementMessage message = decode_agreement_message(
+            std::span(receive_buffers_).subspan(at, std::min(length, message_bytes_)));
+        if (const auto found = instances_.find(message.instance); found != instances_.end()) {
+          found->second.agreement.on_message(peer, message);
+          changed = true;
+        } else if (message.instance >= next_instance_) {
+          early_[message.instance].emplace_back(peer, message);
+        }
+      } catch (const Error&) {  // NOLINT(bugprone-empty-catch)
+        // Not a message of this version: a peer's bug; the agreement goes on without it.
+      }
+      post_receive(peer, slot);
+    }
+  }
+  return changed;
+}
+
+void ControlPlane::drive_agreements() {
+  const std::scoped_lock lock(agreement_mutex_, post_mutex_);
+  bool changed = take_messages();
+  // Failures the agreements have not been told of yet (only when something is new).
+  const std::uint64_t generation = generation_.load(std::memory_order_acquire);
+  const bool news = generation != agreements_generation_;
+  agreements_generation_ = generation;
+  for (auto& [instance, entry] : instances_) {
+    if (!news) break;
+    for (std::uint32_t rank = 0; rank < world_size_; ++rank) {
+      if (rank != rank_ && !entry.told_failed[rank] && known_failed(rank)) {
+        entry.told_failed[rank] = true;
+        entry.agreement.on_failure(rank);
+        changed = true;
+      }
+    }
+  }
+  // What they queued.
+  for (auto& [instance, entry] : instances_) {
+    for (AgreementOutgoing& out : entry.agreement.take_outbox()) {
+      send_message(out.to, encode_agreement_message(out.message));
+    }
+  }
+  // Sends that completed free their slots; backlogs go out.
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    while (!sends_[peer].empty() && sends_[peer].front().poll()) sends_[peer].pop_front();
+    while (!backlog_[peer].empty() && sends_[peer].size() < kMessageSlots) {
+      std::vector<std::byte> bytes = std::move(backlog_[peer].front());
+      backlog_[peer].pop_front();
+      send_message(peer, std::move(bytes));
+    }
+  }
+  // The oldest decided instances go once there are more than kKeptInstances: a rank still in
+  // one of those is that many agreements behind.
+  while (instances_.size() > kKeptInstances && instances_.begin()->second.agreement.decided()) {
+    instances_.erase(instances_.begin());
+  }
+  if (changed) agreement_changed_.notify_all();
+}
+
+void ControlPlane::send_message(std::uint32_t peer, std::vector<std::byte> bytes) {
+  if (peer == rank_ || peer >= world_size_ || known_failed(peer)) return;
+  if (sends_[peer].size() >= kMessageSlots || !backlog_[peer].empty()) {
+    backlog_[peer].push_back(std::move(bytes));
+    return;
+  }
+  if (bytes.size() > message_bytes_) {
+    throw Error(ErrorKind::protocol, "ControlPlane::send_message", EMSGSIZE,
+                "an agreement message of " + std::to_string(bytes.size()) +
+                    " bytes does not fit its buffer of " + std::to_string(message_bytes_));
+  }
+  const std::size_t slot = next_send_slot_[peer]++ % kMessageSlots;
+  const std::size_t at = (std::size_t{peer} * kMessageSlots + slot) * message_bytes_;
+  const auto buffer = std::span(send_buffers_).subspan(at, bytes.size());
+  std::copy(bytes.begin(), bytes.end(), buffer.begin());
+  const std::array data{send_mr_.gather(buffer)};
+  sends_[peer].push_back(channels_->post(peer, op::Send{data}));
 }
 
 }  // namespace ibv::net::detail

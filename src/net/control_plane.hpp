@@ -10,6 +10,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -23,6 +25,7 @@
 #include "ibv/verbs/memory_region.hpp"
 #include "ibv/verbs/protection_domain.hpp"
 #include "ibv/verbs/queue_pair_settings.hpp"
+#include "net/agreement.hpp"
 
 namespace ibv::net::detail {
 
@@ -76,6 +79,12 @@ class ControlPlane {
   /// peers. Nothing when it was known already.
   void declare_failed(std::uint32_t rank, FailureCause cause);
 
+  /// Runs this rank's part of the next agreement (every rank calls agree() in the same order):
+  /// `flags` and the failures known now go in; every survivor gets the same value back. The
+  /// detector thread carries it (SENDs over the control queue pairs) and keeps answering for
+  /// it after this returns. Throws ibv::Error (timeout) when it did not decide in `timeout`.
+  [[nodiscard]] AgreementValue agree(std::uint32_t flags, Duration timeout);
+
  private:
   using Clock = std::chrono::steady_clock;
 
@@ -99,6 +108,18 @@ class ControlPlane {
   /// Posts one write or read to `peer` (post_mutex_ held); false when the peer is failed or its
   /// send queue is full (it is tried again next tick).
   bool post(std::uint32_t peer, const op::PeerWrite& write);
+  /// Takes the agreement messages that arrived, tells the agreements of new failures, sends
+  /// what they queued (post_mutex_ held), and wakes agree() when its instance decided.
+  void drive_agreements();
+  /// Hands every agreement message that arrived to its instance (or keeps it for an instance
+  /// not started yet) and reposts its receive; true when an instance got one.
+  bool take_messages();
+  /// Sends one encoded message to `peer`, or keeps it for later when its send slots are busy.
+  void send_message(std::uint32_t peer, std::vector<std::byte> bytes);
+  /// Posts the receive of slot `slot` of `peer`'s receive buffers.
+  void post_receive(std::uint32_t peer, std::size_t slot);
+  /// Every rank known failed, as a RankSet.
+  [[nodiscard]] RankSet failed_set() const;
   [[nodiscard]] bool known_failed(std::uint32_t rank) const noexcept;
   [[nodiscard]] std::uint64_t word(std::size_t index) const noexcept;
 
@@ -137,6 +158,33 @@ class ControlPlane {
   std::optional<std::uint32_t> probing_;             // the peer of the probe in flight
   std::optional<PendingWork> probe_;
   std::uint64_t doorbell_seen_ = 0;
+  std::vector<bool> left_;  // [rank]: recorded as left in good order (the detector's only)
+
+  // Agreements: started by agree() under agreement_mutex_, driven by the detector thread.
+  // Kept after deciding (they keep answering ranks still in them); messages for an instance
+  // this rank has not started yet wait in early_.
+  struct Instance {
+    Agreement agreement;
+    std::vector<bool> told_failed;  // [rank]: on_failure() given
+  };
+  std::mutex agreement_mutex_;
+  std::condition_variable agreement_changed_;
+  std::uint64_t next_instance_ = 0;
+  std::map<std::uint64_t, Instance> instances_;
+  std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, AgreementMessage>>> early_;
+  std::atomic<bool> agreeing_{false};        // an agree() waits: the detector does not sleep
+  std::uint64_t agreements_generation_ = 0;  // generation_ the instances were told of
+
+  // Agreement messages: per peer kMessageSlots receive and send buffers of message_bytes_.
+  std::size_t message_bytes_;
+  std::vector<std::byte> receive_buffers_;
+  std::vector<std::byte> send_buffers_;
+  MemoryRegion receive_mr_;
+  MemoryRegion send_mr_;
+  std::vector<std::deque<std::pair<std::size_t, PendingWork>>> receives_;  // [peer], in order
+  std::vector<std::deque<PendingWork>> sends_;                             // [peer], in order
+  std::vector<std::size_t> next_send_slot_;                                // [peer]
+  std::vector<std::deque<std::vector<std::byte>>> backlog_;                // [peer]
 
   std::mutex stop_mutex_;
   std::condition_variable stop_changed_;

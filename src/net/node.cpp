@@ -439,6 +439,16 @@ std::vector<std::uint32_t> Node::acknowledged_failures() const { return acknowle
 
 void Node::revoke() { control("Node::revoke").revoke(); }
 
+AgreedValue Node::agree(std::uint32_t flags, std::optional<Duration> timeout) {
+  detail::ControlPlane& plane = control("Node::agree");
+  const Duration bound = timeout.value_or(timeout_);
+  ibv::detail::check_positive_timeout(bound, "Node::agree", "no agreement was started");
+  plane.start();  // after handshake() without a barrier yet: every rank is connected by now
+  const detail::AgreementValue value = plane.agree(flags, bound);
+  fence_failed();
+  return {.flags = value.flags, .failed = {value.failed.begin(), value.failed.end()}};
+}
+
 std::optional<std::uint32_t> Node::revoked_by() const {
   return control("Node::revoked_by").revoked_by();
 }

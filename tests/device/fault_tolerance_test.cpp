@@ -171,12 +171,47 @@ TEST(FaultTolerance, ARankThatDestroysItsNodeIsNamedAsLeftAndEndsTheBarrierWaiti
       with_fault_tolerance);
 }
 
+TEST(FaultTolerance, EveryRankAgreesOnTheAndOfTheFlagsAgreementAfterAgreement) {
+  constexpr int kAgreements = 20;
+  run_ranks(
+      4,
+      [](Node& node, net::Bootstrap&) {
+        for (int i = 0; i < kAgreements; ++i) {
+          // Rank r clears bit (i + r) % 8 of 0xff: the AND clears bits i..i+3.
+          const auto bit = static_cast<std::uint32_t>((i + static_cast<int>(node.rank())) % 8);
+          const net::AgreedValue agreed = node.agree(0xffU & ~(1U << bit));
+          std::uint32_t expected = 0xff;
+          for (int r = 0; r < 4; ++r) expected &= ~(1U << ((i + r) % 8));
+          EXPECT_EQ(agreed.flags, expected) << "agreement " << i;
+          EXPECT_TRUE(agreed.failed.empty()) << "agreement " << i;
+        }
+      },
+      with_fault_tolerance);
+}
+
+TEST(FaultTolerance, AnAgreementALiveRankNeverJoinsTimesOut) {
+  std::atomic<bool> done{false};
+  run_ranks(
+      2,
+      [&](Node& node, net::Bootstrap&) {
+        if (node.rank() == 1) {  // alive, never agrees, stays until rank 0 gave up
+          while (!done.load()) std::this_thread::sleep_for(1ms);
+          return;
+        }
+        EXPECT_TRUE(throws_error(ErrorKind::timeout, [&] { (void)node.agree(1, 300ms); },
+                                 {"Node::agree", "did not decide within 300 ms"}));
+        done.store(true);
+      },
+      with_fault_tolerance);
+}
+
 // --- A rank killed as a crash kills it ------------------------------------------------------
 
 /// Child role: rank `rank` of the world in `config`, fault tolerant; passes a barrier, says
 /// READY, then as `scenario` says: "idle" waits (up to kChildLimit) until it knows that rank 2
 /// failed and prints "FAILED rank=2 cause=C at_ns=T"; "barrier" enters a barrier and prints
-/// "FAULT kind=K at_ns=T what=..."; "victim" only waits to be killed.
+/// "FAULT kind=K at_ns=T what=..."; "agree" agrees at once (flags 0xff, rank 1: 0x0f) and
+/// prints "AGREED flags=F failed=R,R at_ns=T"; "victim" only waits to be killed.
 int fault_tolerant_rank(const std::vector<std::string>& args) {
   if (args.size() != 3) return 2;
   try {
@@ -204,6 +239,16 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
       if (!failure) return 3;
       std::printf("FAILED rank=%u cause=%s at_ns=%lld\n", failure->rank,
                   std::string(to_string(failure->cause)).c_str(), static_cast<long long>(now_ns()));
+      return 0;
+    }
+    if (scenario == "agree") {
+      const net::AgreedValue agreed = node.agree(rank == 1 ? 0x0fU : 0xffU);
+      std::string failed;
+      for (const std::uint32_t r : agreed.failed) {
+        failed += (failed.empty() ? "" : ",") + std::to_string(r);
+      }
+      std::printf("AGREED flags=%u failed=%s at_ns=%lld\n", agreed.flags, failed.c_str(),
+                  static_cast<long long>(now_ns()));
       return 0;
     }
     try {
@@ -269,7 +314,7 @@ Killed kill_one_of_four(std::uint32_t victim, const std::string& scenario) {
   }
   Killed killed;
   for (auto& rank : ranks) EXPECT_TRUE(wait_for_line(*rank, "READY")) << rank->describe();
-  if (scenario == "barrier") std::this_thread::sleep_for(200ms);  // the survivors are in it
+  if (scenario != "idle") std::this_thread::sleep_for(200ms);  // the survivors are in it
   ranks[victim]->kill();
   killed.killed_at_ns = now_ns();
   killed.out.resize(kWorld);
@@ -313,6 +358,20 @@ TEST(FaultToleranceKill, ABarrierWaitingForAKilledRankEndsPeerGoneLongBeforeItsT
     EXPECT_LT(after, kNamedWithinMs) << out;
     std::printf("[ figures  ] rank %u's barrier ended %.1f ms after the kill: %s\n", rank, after,
                 what.c_str());
+  }
+}
+
+TEST(FaultToleranceKill, TheSurvivorsAgreeOnTheSameValueWhenARankDiesBeforeItsPart) {
+  // Rank 3 is killed while the others wait in the agreement for its messages: the fast path
+  // stalls, the detector names rank 3, and the recovery decides without it.
+  const Killed killed = kill_one_of_four(3, "agree");
+  for (std::uint32_t rank : {0U, 1U, 2U}) {
+    const std::string& out = killed.out[rank];
+    EXPECT_EQ(field(out, "AGREED", "flags"), "15") << out;  // 0xff & 0x0f & 0xff
+    EXPECT_EQ(field(out, "AGREED", "failed"), "3") << out;
+    const double after = milliseconds_after(killed.killed_at_ns, field(out, "AGREED", "at_ns"));
+    EXPECT_LT(after, kNamedWithinMs) << out;
+    std::printf("[ figures  ] rank %u agreed %.1f ms after the kill\n", rank, after);
   }
 }
 

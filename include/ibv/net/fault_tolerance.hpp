@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ibv/duration.hpp"
 #include "ibv/verbs/queue_pair_settings.hpp"
@@ -64,6 +65,14 @@ struct RankFailure {
 
   /// "rank 3 (its probe went unanswered)", "rank 3 (reported failed by rank 1)", ...
   [[nodiscard]] std::string to_string() const;
+};
+
+/// What the surviving ranks agreed on (Node::agree()): the same on every rank that returns.
+struct AgreedValue {
+  std::uint32_t flags = 0;            ///< The bitwise AND of every contribution's flags.
+  std::vector<std::uint32_t> failed;  ///< The union of the failures the ranks knew, by rank.
+
+  friend bool operator==(const AgreedValue&, const AgreedValue&) = default;
 };
 
 }  // namespace ibv::net

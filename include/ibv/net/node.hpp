@@ -294,6 +294,19 @@ class Node : public MultiChannel {
   /// control block, and every rank passes it on once, so it arrives even when this rank dies
   /// right after. Irreversible. Throws as failed_ranks().
   void revoke();
+  /// Agrees with every other surviving rank on a value, as MPI's MPI_Comm_agree: each rank
+  /// gives `flags` and the failures it knows, and every rank that returns gets the same
+  /// AgreedValue (the AND of the flags, the union of the failures), also when more ranks fail
+  /// while it runs (a uniform agreement: a rank that returns and then dies got the same value
+  /// as the survivors). Every surviving rank must call it as often as the others. A revoked
+  /// Node agrees too (that is what it is for). Failure-free, it costs 2 ceil(log2 n) messages
+  /// per rank over the control queue pairs (a dissemination all-reduce, then a dissemination
+  /// barrier); after a failure, a Paxos-like recovery led by the lowest surviving rank.
+  /// Throws ibv::Error: timeout when it did not decide within `timeout` (default: the
+  /// barrier timeout; test: `FaultTolerance.AnAgreementALiveRankNeverJoinsTimesOut`), state
+  /// without fault tolerance (test: `FaultTolerance.ANodeWithoutItSaysSo`).
+  /// How it works: docs/fault-tolerance.md.
+  [[nodiscard]] AgreedValue agree(std::uint32_t flags, std::optional<Duration> timeout = {});
   /// The rank that revoked this Node, if one did (this one included).
   [[nodiscard]] std::optional<std::uint32_t> revoked_by() const;
 
