@@ -17,7 +17,8 @@ namespace {
 
 constexpr std::size_t kRevokeWord = 0;
 constexpr std::size_t kDoorbellWord = 1;
-constexpr std::size_t kFirstSlotWord = 2;
+constexpr std::size_t kHeartbeatWord = 2;  // the detector's tick count: its process runs
+constexpr std::size_t kFirstSlotWord = 3;
 // How many requests to one peer may be in flight before the next report waits for a tick.
 constexpr std::size_t kMostInFlight = 8;
 constexpr int kTicksPerProbe = FaultToleranceSettings::kReadsPerProbeInterval;
@@ -60,7 +61,7 @@ ControlPlane::ControlPlane(const ProtectionDomain& pd, std::uint32_t rank, std::
       settings_(settings),
       block_(block_bytes(world_size) / sizeof(std::uint64_t), 0),
       outgoing_(kFirstSlotWord + words_per_set_, 0),
-      probe_landing_(1, 0),
+      probe_landing_(kFirstSlotWord, 0),
       block_mr_(pd.register_remote_accessible(std::as_writable_bytes(std::span(block_)),
                                               RemoteAccess::read() | RemoteAccess::write())),
       outgoing_mr_(pd.register_local(std::as_writable_bytes(std::span(outgoing_)))),
@@ -71,6 +72,7 @@ ControlPlane::ControlPlane(const ProtectionDomain& pd, std::uint32_t rank, std::
       told_(world_size, 0),
       told_revoked_(world_size, false),
       left_(world_size, false),
+      control_fenced_(world_size, false),
       message_bytes_(message_bytes_for(world_size)),
       receive_buffers_(std::size_t{world_size} * kMessageSlots * message_bytes_),
       send_buffers_(std::size_t{world_size} * kMessageSlots * message_bytes_),
@@ -285,15 +287,17 @@ void ControlPlane::run() {
 }
 
 void ControlPlane::tick(bool probe_due) {
+  std::atomic_ref<std::uint64_t>(block_[kHeartbeatWord]).fetch_add(1, std::memory_order_relaxed);
   const std::scoped_lock lock(post_mutex_);
   reap();
+  fence_control();
   if (probe_due && !probe_) {
     if (const auto successor = ring_successor()) {
       const std::array into{probe_mr_.scatter(std::span(probe_landing_))};
       probing_ = *successor;
       probe_.emplace(channels_->post(
-          *successor,
-          op::PeerRead{into, peer_blocks_[*successor].element<std::uint64_t>(kRevokeWord)}));
+          *successor, op::PeerRead{into, peer_blocks_[*successor].sub_region(
+                                             0, probe_landing_.size() * sizeof(std::uint64_t))}));
     }
   }
   send_news();
@@ -308,8 +312,11 @@ void ControlPlane::reap() {
       probing_.reset();
       if (!ok) {
         record(peer, FailureCause::probe, rank_);
-      } else if (const std::uint64_t mark = load(probe_landing_[0]); mark != 0) {
-        record_revocation(static_cast<std::uint32_t>(mark - 1));
+      } else {
+        if (const std::uint64_t mark = load(probe_landing_[kRevokeWord]); mark != 0) {
+          record_revocation(static_cast<std::uint32_t>(mark - 1));
+        }
+        watch_heartbeat(peer, load(probe_landing_[kHeartbeatWord]));
       }
     }
   }
@@ -320,6 +327,30 @@ void ControlPlane::reap() {
       if (!completion->ok()) record(peer, FailureCause::completion, rank_);
       return true;
     });
+  }
+}
+
+void ControlPlane::watch_heartbeat(std::uint32_t peer, std::uint64_t heartbeat) {
+  const auto now = Clock::now();
+  if (watched_ != peer || heartbeat != watched_heartbeat_) {
+    watched_ = peer;
+    watched_heartbeat_ = heartbeat;
+    watched_since_ = now;
+    return;
+  }
+  if (now - watched_since_ > std::chrono::nanoseconds(settings_.stall_timeout)) {
+    record(peer, FailureCause::stalled, rank_);
+  }
+}
+
+void ControlPlane::fence_control() {
+  for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+    if (peer == rank_ || control_fenced_[peer] || !known_failed(peer)) continue;
+    control_fenced_[peer] = true;
+    try {
+      channels_->channel(peer).queue_pair().move_to_error();
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): unusable already
+    }
   }
 }
 

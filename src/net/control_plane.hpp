@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 // Private: the control plane of a Node built with NodeBuilder::fault_tolerance(). A control
 // queue pair per peer with a short retry budget, a registered control block per rank (the
-// revoke word, a doorbell, and one report slot per sender holding the sender's bitmap of failed
-// ranks), and a detector thread that probes the ring successor, reads what lands in the block
-// and tells every peer what it learned. The caller's thread asks what is known (lock-free in
-// the common case: generation()), reports failures it saw in completions, and revokes.
+// revoke word, a doorbell, the detector's heartbeat, and one report slot per sender holding the
+// sender's bitmap of failed ranks), and a detector thread that probes the ring successor, reads
+// what lands in the block and tells every peer what it learned. The caller's thread asks what is
+// known (lock-free in the common case: generation()), reports failures it saw in completions, and
+// revokes.
 #pragma once
 
 #include <atomic>
@@ -94,6 +95,12 @@ class ControlPlane {
   void tick(bool probe_due);
   /// Takes the completions of the requests in flight; a failed one declares its peer failed.
   void reap();
+  /// A probe of `peer` read `heartbeat`: a successor whose heartbeat has not moved for the
+  /// stall timeout is declared failed (its process stopped, though its device answers).
+  void watch_heartbeat(std::uint32_t peer, std::uint64_t heartbeat);
+  /// Moves the control queue pair of every rank known failed to the error state, once each,
+  /// so that nothing it still writes lands in the control block (post_mutex_ held).
+  void fence_control();
   /// Reads the revoke word, the doorbell and (when it rang, or `full`) every report slot.
   void read_block(bool full);
   /// Records a failure under state_mutex_; true when it is new.
@@ -159,6 +166,11 @@ class ControlPlane {
   std::optional<PendingWork> probe_;
   std::uint64_t doorbell_seen_ = 0;
   std::vector<bool> left_;  // [rank]: recorded as left in good order (the detector's only)
+  std::vector<bool> control_fenced_;  // [rank]: its control queue pair moved to the error state
+  // The successor whose heartbeat the probes watch, its last value and since when it is that.
+  std::optional<std::uint32_t> watched_;
+  std::uint64_t watched_heartbeat_ = 0;
+  Clock::time_point watched_since_{};
 
   // Agreements: started by agree() under agreement_mutex_, driven by the detector thread.
   // Kept after deciding (they keep answering ranks still in them); messages for an instance

@@ -16,6 +16,7 @@ std::string_view to_string(FailureCause cause) noexcept {
     case FailureCause::completion: return "completion";
     case FailureCause::report: return "report";
     case FailureCause::left: return "left";
+    case FailureCause::stalled: return "stalled";
   }
   return "unknown";
 }
@@ -28,6 +29,7 @@ std::string RankFailure::to_string() const {
     case FailureCause::report:
       return who + " (reported failed by rank " + std::to_string(reported_by) + ")";
     case FailureCause::left: return who + " (it destroyed its Node)";
+    case FailureCause::stalled: return who + " (its process stood still)";
   }
   return who;
 }

@@ -117,6 +117,8 @@ PreparedNode NodeBuilder::build() const {
   if (fault_tolerance_) {
     ibv::detail::check_positive(fault_tolerance_->probe_interval,
                                 "fault_tolerance settings.probe_interval", "NodeBuilder::build");
+    ibv::detail::check_positive(fault_tolerance_->stall_timeout,
+                                "fault_tolerance settings.stall_timeout", "NodeBuilder::build");
     control = std::make_unique<detail::ControlPlane>(
         channels_.protection_domain(), channels_.rank(), channels_.world_size(), *fault_tolerance_,
         channels_.settings().queue_pair);

@@ -11,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -227,6 +228,11 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
     builder.queue_pair(settings);
     with_fault_tolerance(builder);
     Node node = builder.build().connect(exchanger);
+    // An inbox per rank, every rank's address known to all: what a stalled rank writes into.
+    std::array<std::uint64_t, 8> inbox{};
+    const MemoryRegion inbox_mr = pd.register_remote_accessible(
+        std::as_writable_bytes(std::span(inbox)), RemoteAccess::write());
+    const std::vector<RemoteMemoryRegion> inboxes = exchanger.all_gather(inbox_mr.remote());
     node.barrier();
     std::printf("READY\n");
     std::fflush(stdout);
@@ -239,6 +245,46 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
       if (!failure) return 3;
       std::printf("FAILED rank=%u cause=%s at_ns=%lld\n", failure->rank,
                   std::string(to_string(failure->cause)).c_str(), static_cast<long long>(now_ns()));
+      return 0;
+    }
+    if (scenario == "stalled-victim") {
+      // Stopped and continued by the test: a sleep that took long says it was stopped. Then it
+      // writes into rank 0's inbox as if nothing had happened.
+      auto last = Clock::now();
+      while (Clock::now() - last < 1s) {
+        last = Clock::now();
+        std::this_thread::sleep_for(10ms);
+      }
+      std::array<std::uint64_t, 8> pattern{};
+      pattern.fill(0x5a5a5a5a5a5a5a5aULL);
+      const MemoryRegion pattern_mr = pd.register_local(std::as_writable_bytes(std::span(pattern)));
+      try {
+        node.execute(0,
+                     op::PeerWrite{std::array{pattern_mr.gather(std::as_bytes(std::span(pattern)))},
+                                   PeerRemoteMemoryRegion(0, inboxes.at(0))});
+        std::printf("WRITE landed\n");
+      } catch (const Error& error) {
+        std::printf("WRITE kind=%s\n", std::string(to_string(error.kind())).c_str());
+      }
+      return 0;
+    }
+    if (scenario == "stall") {
+      const auto failure = failure_of(node, 2, kChildLimit);
+      if (!failure) return 3;
+      std::printf("FAILED rank=2 cause=%s at_ns=%lld\n",
+                  std::string(to_string(failure->cause)).c_str(), static_cast<long long>(now_ns()));
+      std::fflush(stdout);
+      // The test continues rank 2 now; whatever it writes must land nowhere.
+      const auto until = Clock::now() + 4s;
+      bool written = false;
+      while (Clock::now() < until && !written) {
+        for (auto& word : inbox) {
+          written =
+              written || std::atomic_ref<std::uint64_t>(word).load(std::memory_order_acquire) != 0;
+        }
+        std::this_thread::sleep_for(10ms);
+      }
+      std::printf("INBOX %s\n", written ? "written" : "untouched");
       return 0;
     }
     if (scenario == "agree") {
@@ -372,6 +418,48 @@ TEST(FaultToleranceKill, TheSurvivorsAgreeOnTheSameValueWhenARankDiesBeforeItsPa
     const double after = milliseconds_after(killed.killed_at_ns, field(out, "AGREED", "at_ns"));
     EXPECT_LT(after, kNamedWithinMs) << out;
     std::printf("[ figures  ] rank %u agreed %.1f ms after the kill\n", rank, after);
+  }
+}
+
+TEST(FaultToleranceKill, AStoppedRankIsDeclaredFailedAndFencedItsLateWriteLandsNowhere) {
+  // Rank 2 is stopped (SIGSTOP): its device still answers the probes, its heartbeat stands
+  // still. Once every survivor knows it failed, it is continued and writes into rank 0's inbox.
+  constexpr std::uint32_t kWorld = 4;
+  constexpr std::uint32_t kVictim = 2;
+  const TemporaryDirectory directory("fault_tolerance_stall");
+  const auto config = local_config(kWorld, open_test_device().name());
+  const auto config_file = directory.path() / "world.json";
+  std::ofstream(config_file) << config.to_json();
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    ranks.push_back(std::make_unique<ChildProcess>(
+        child_role_command("fault_tolerant_rank", {config_file.string(), std::to_string(rank),
+                                                   rank == kVictim ? "stalled-victim" : "stall"}),
+        kChildLimit, directory.path() / ("rank" + std::to_string(rank) + ".out")));
+  }
+  for (auto& rank : ranks) ASSERT_TRUE(wait_for_line(*rank, "READY")) << rank->describe();
+  ranks[kVictim]->kill(SIGSTOP);
+  const std::int64_t stopped_at = now_ns();
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    if (rank != kVictim) {
+      EXPECT_TRUE(wait_for_line(*ranks[rank], "FAILED")) << ranks[rank]->describe();
+    }
+  }
+  ranks[kVictim]->kill(SIGCONT);
+  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+    EXPECT_EQ(ranks[rank]->wait(), 0) << ranks[rank]->describe();
+    const std::string out = ranks[rank]->out();
+    if (rank == kVictim) {
+      EXPECT_NE(out.find("WRITE kind="), std::string::npos) << out;  // it failed, never landed
+      continue;
+    }
+    // Rank 1 watches rank 2's heartbeat; the others hear it from rank 1's report.
+    EXPECT_EQ(field(out, "FAILED", "cause"), rank == 1 ? "stalled" : "report") << out;
+    EXPECT_NE(out.find("INBOX untouched"), std::string::npos) << out;
+    const double after = milliseconds_after(stopped_at, field(out, "FAILED", "at_ns"));
+    EXPECT_LT(after, 2000 + kNamedWithinMs) << out;  // the stall timeout, then as a crash
+    std::printf("[ figures  ] rank %u knew rank 2 failed %.1f ms after it was stopped\n", rank,
+                after);
   }
 }
 

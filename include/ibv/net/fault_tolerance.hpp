@@ -36,6 +36,11 @@ struct FaultToleranceSettings {
   /// How often a probe is sent again before the peer is declared failed. At most 6: Soft-RoCE
   /// takes 7 as "retry forever".
   RetryCount probe_retries{3};
+  /// How long a rank's process may stop (SIGSTOP, a debugger, a hung machine whose device still
+  /// answers) before its predecessor declares it failed: every rank's detector counts a
+  /// heartbeat in its control block, which the probes read. Positive. A busy process is not a
+  /// stopped one: the detector is a thread of its own.
+  Duration stall_timeout{std::chrono::seconds(2)};
 
   /// The longest a dead rank goes unnamed, from its death to every survivor knowing: one
   /// probe interval, a probe's whole retry budget, and a quarter interval until each survivor
@@ -50,6 +55,8 @@ enum class FailureCause : std::uint8_t {
   completion,  ///< Work to the rank failed with a completion that says it is gone.
   report,      ///< Another rank reported it failed.
   left,        ///< The rank destroyed its Node (a clean exit, not a crash).
+  stalled,     ///< Its device answered, but its process's heartbeat stood still for the
+               ///< stall timeout (the process stopped).
 };
 
 /// Name of a FailureCause, e.g. "probe".
