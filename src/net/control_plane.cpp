@@ -2,7 +2,9 @@
 // The control plane of a fault-tolerant Node: a detector thread probing the ring successor
 // with 8-byte RDMA reads, failure reports written as monotone bitmaps into every peer's control
 // block (a torn read of one is still a correct, older view), a doorbell word that says a report
-// landed, and the revoke mark passed on by every rank that sees it.
+// landed, the revoke mark passed on by every rank that sees it, and the agreement's messages.
+// Over 500 lines: detection, reports, revoke and the agreement's transport share this one
+// class's queue pairs, buffers and locks.
 #include "net/control_plane.hpp"
 
 #include <algorithm>

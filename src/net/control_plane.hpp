@@ -135,10 +135,11 @@ class ControlPlane {
   std::size_t words_per_set_;  // 64-bit words of one bitmap of world_size_ ranks
   FaultToleranceSettings settings_;
 
-  // Memory: the block peers write (word 0: revoke mark, word 1: doorbell, then one bitmap per
-  // sender), this rank's outgoing report and marks, and the probe's landing word.
+  // Memory: the block peers write (word 0: revoke mark, word 1: doorbell, word 2: this
+  // detector's heartbeat, then one bitmap per sender), this rank's outgoing report and marks
+  // (the same layout: word 2 unused), and where a probe lands (words 0 to 2 of the successor's).
   std::vector<std::uint64_t> block_;
-  std::vector<std::uint64_t> outgoing_;  // [0]: revoke mark, [1]: doorbell, then the bitmap
+  std::vector<std::uint64_t> outgoing_;
   std::vector<std::uint64_t> probe_landing_;
   MemoryRegion block_mr_;
   MemoryRegion outgoing_mr_;
