@@ -225,7 +225,9 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
     QueuePairSettings settings;
     settings.gid_index = test_gid_index(context);
     net::NodeBuilder builder(pd, config, rank);
-    builder.queue_pair(settings);
+    // Short channel timeouts: a rank's write to a rank that fenced it, and its teardown, end
+    // in seconds even on a loaded testbed.
+    builder.queue_pair(settings).timeouts({.operation = 5s, .drop = 2s});
     with_fault_tolerance(builder);
     Node node = builder.build().connect(exchanger);
     // An inbox per rank, every rank's address known to all: what a stalled rank writes into.
@@ -255,6 +257,8 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
         last = Clock::now();
         std::this_thread::sleep_for(10ms);
       }
+      std::printf("CONTINUED\n");
+      std::fflush(stdout);
       std::array<std::uint64_t, 8> pattern{};
       pattern.fill(0x5a5a5a5a5a5a5a5aULL);
       const MemoryRegion pattern_mr = pd.register_local(std::as_writable_bytes(std::span(pattern)));
@@ -266,6 +270,7 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
       } catch (const Error& error) {
         std::printf("WRITE kind=%s\n", std::string(to_string(error.kind())).c_str());
       }
+      std::fflush(stdout);
       return 0;
     }
     if (scenario == "stall") {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ibv/ibv.hpp"
@@ -18,25 +19,25 @@ struct Rank {
   /// Connects to every other rank on fresh ports, waiting up to `exchange_timeout` for them;
   /// every wait of the Node (barriers included) by `wait`.
   explicit Rank(std::chrono::milliseconds exchange_timeout = std::chrono::seconds(60),
-                const WaitMode& wait = WaitMode::spin())
+                const WaitMode& wait = WaitMode::spin(),
+                std::optional<net::FaultToleranceSettings> fault_tolerance = std::nullopt)
       : bootstrap(world().bootstrap(exchange_timeout)),
         context(world().open_device()),
         pd(context),
-        node(build(pd, wait)) {}
+        node(build(pd, wait, fault_tolerance)) {}
 
   static MultiHost& world() { return multi_host(); }
 
-  net::Node build(const ProtectionDomain& domain, const WaitMode& wait = WaitMode::spin()) {
+  net::Node build(const ProtectionDomain& domain, const WaitMode& wait = WaitMode::spin(),
+                  const std::optional<net::FaultToleranceSettings>& fault_tolerance = {}) {
     using namespace std::chrono_literals;
     QueuePairSettings settings;
     if (world().gid_index()) settings.gid_index = *world().gid_index();
-    return net::NodeBuilder(domain, world().rank(), world().world_size())
-        .queue_pair(settings)
-        .wait_mode(wait)
-        .barrier_timeout(60s)
-        .timeouts({.operation = 30s, .drop = 30s})
-        .build()
-        .connect(*bootstrap);
+    net::NodeBuilder builder(domain, world().rank(), world().world_size());
+    builder.queue_pair(settings).wait_mode(wait).barrier_timeout(60s).timeouts(
+        {.operation = 30s, .drop = 30s});
+    if (fault_tolerance) builder.fault_tolerance(*fault_tolerance);
+    return builder.build().connect(*bootstrap);
   }
 
   /// Every rank's region, tagged with its rank.
