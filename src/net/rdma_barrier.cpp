@@ -148,23 +148,24 @@ void RdmaBarrier::run(MultiChannel& channels, const BarrierGroup& group, Barrier
 std::optional<RankFailure> RdmaBarrier::check_control(std::size_t round,
                                                       std::span<const std::uint32_t> waiting) {
   if (control_ == nullptr) return std::nullopt;
-  const std::uint64_t generation = control_->generation();
-  if (generation == control_seen_) return std::nullopt;
-  control_seen_ = generation;
-  if (const auto revoker = control_->revoked_by()) {
-    throw Error(ErrorKind::revoked, kOperation, ECANCELED,
-                current() + ", round " + std::to_string(round + 1) + " of " +
-                    std::to_string(rounds_) + ": the Node was revoked by rank " +
-                    std::to_string(*revoker),
-                "no barrier of this Node passes any more: agree with the survivors and build the "
-                "Node again");
+  if (const std::uint64_t generation = control_->generation(); generation != control_seen_) {
+    control_seen_ = generation;
+    if (const auto revoker = control_->revoked_by()) {
+      throw Error(ErrorKind::revoked, kOperation, ECANCELED,
+                  current() + ", round " + std::to_string(round + 1) + " of " +
+                      std::to_string(rounds_) + ": the Node was revoked by rank " +
+                      std::to_string(*revoker),
+                  "no barrier of this Node passes any more: agree with the survivors and build "
+                  "the Node again");
+    }
+    known_failures_ = control_->failures();
   }
   // A rank this round waits for, or any member of the group that crashed (its part of the
   // barrier may never come, and the ranks waiting for it hold up the others). A member that
   // destroyed its Node in good order only left after its barriers, so only waiting for it
-  // counts.
+  // counts: a later round may, so the failures known are kept, not only the news.
   std::optional<RankFailure> culprit;
-  for (const RankFailure& failure : control_->failures()) {
+  for (const RankFailure& failure : known_failures_) {
     const bool awaited = std::ranges::find(waiting, failure.rank) != waiting.end();
     const bool member = std::ranges::binary_search(group_->ranks(), failure.rank);
     if (awaited || (member && failure.cause != FailureCause::left)) {

@@ -96,9 +96,10 @@ class RdmaBarrier {
   BarrierAlgorithm algorithm_ = BarrierAlgorithm::dissemination;
   std::size_t rounds_ = 0;
   Duration timeout_{};
-  MultiChannel* channels_ = nullptr;  // while run() runs: the queue pairs' retry budget
-  ControlPlane* control_ = nullptr;   // while run() runs, on a fault-tolerant Node
-  std::uint64_t control_seen_ = 0;    // the control plane's generation last looked at
+  MultiChannel* channels_ = nullptr;         // while run() runs: the queue pairs' retry budget
+  ControlPlane* control_ = nullptr;          // while run() runs, on a fault-tolerant Node
+  std::uint64_t control_seen_ = 0;           // the control plane's generation last looked at
+  std::vector<RankFailure> known_failures_;  // as of that generation
   std::optional<std::string> poison_;
 };
 

@@ -156,6 +156,9 @@ TEST(FaultTolerance, ARankThatDestroysItsNodeIsNamedAsLeftAndEndsTheBarrierWaiti
       [&](Node& node, net::Bootstrap&) {
         node.barrier();
         if (node.rank() == 2) return;  // its Node is destroyed as the body returns
+        // Rank 1 learns that rank 2 left while its first round still waits for rank 0, and
+        // only its second round waits for rank 2: what it learnt must still count then.
+        if (node.rank() == 0) std::this_thread::sleep_for(300ms);
         const auto started = Clock::now();
         EXPECT_TRUE(throws_error(ErrorKind::peer_gone, [&] { node.barrier(); },
                                  {"Node::barrier", "rank 2 (it destroyed its Node)"}));
@@ -212,7 +215,11 @@ TEST(FaultTolerance, AnAgreementALiveRankNeverJoinsTimesOut) {
 /// READY, then as `scenario` says: "idle" waits (up to kChildLimit) until it knows that rank 2
 /// failed and prints "FAILED rank=2 cause=C at_ns=T"; "barrier" enters a barrier and prints
 /// "FAULT kind=K at_ns=T what=..."; "agree" agrees at once (flags 0xff, rank 1: 0x0f) and
-/// prints "AGREED flags=F failed=R,R at_ns=T"; "victim" only waits to be killed.
+/// prints "AGREED flags=F failed=R,R at_ns=T"; "victim" only waits to be killed; "stall"
+/// waits until it knows rank 2 failed, then watches its inbox ("INBOX untouched"), while
+/// "stalled-victim" is stopped, continued, and writes into rank 0's inbox ("WRITE kind=K").
+volatile std::sig_atomic_t continued = 0;  // set by the SIGCONT a stopped victim gets
+
 int fault_tolerant_rank(const std::vector<std::string>& args) {
   if (args.size() != 3) return 2;
   try {
@@ -236,6 +243,7 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
         std::as_writable_bytes(std::span(inbox)), RemoteAccess::write());
     const std::vector<RemoteMemoryRegion> inboxes = exchanger.all_gather(inbox_mr.remote());
     node.barrier();
+    if (scenario == "stalled-victim") std::signal(SIGCONT, [](int) { continued = 1; });
     std::printf("READY\n");
     std::fflush(stdout);
     if (scenario == "victim") {
@@ -250,13 +258,11 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
       return 0;
     }
     if (scenario == "stalled-victim") {
-      // Stopped and continued by the test: a sleep that took long says it was stopped. Then it
+      // Stopped and continued by the test (the handler, set before READY, says when). Then it
       // writes into rank 0's inbox as if nothing had happened.
-      auto last = Clock::now();
-      while (Clock::now() - last < 1s) {
-        last = Clock::now();
-        std::this_thread::sleep_for(10ms);
-      }
+      const auto deadline = Clock::now() + kChildLimit;
+      while (continued == 0 && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+      if (continued == 0) return 3;
       std::printf("CONTINUED\n");
       std::fflush(stdout);
       std::array<std::uint64_t, 8> pattern{};
