@@ -4,6 +4,7 @@
 // peer_batch.cpp).
 #include "ibv/multi_channel/multi_channel.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <utility>
@@ -166,6 +167,16 @@ MultiChannel PreparedMultiChannel::handshake(std::span<const std::optional<Endpo
 MultiChannel::MultiChannel(ProtectionDomain pd, std::uint32_t rank,
                            std::vector<std::optional<Channel>> channels, ChannelTimeouts timeouts)
     : pd_(std::move(pd)), rank_(rank), channels_(std::move(channels)), timeouts_(timeouts) {}
+
+MultiChannel MultiChannel::regrouped(std::span<const std::uint32_t> ranks) && {
+  std::vector<std::optional<Channel>> kept;
+  kept.reserve(ranks.size());
+  for (const std::uint32_t rank : ranks) kept.push_back(std::move(channels_.at(rank)));
+  const auto rank =
+      static_cast<std::uint32_t>(std::ranges::lower_bound(ranks, rank_) - ranks.begin());
+  channels_.clear();  // the others' channels end here
+  return {std::move(pd_), rank, std::move(kept), timeouts_};
+}
 
 std::vector<std::uint32_t> MultiChannel::peers() const {
   detail::check_channels_not_moved_from(world_size(), "MultiChannel::peers");

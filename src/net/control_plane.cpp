@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <numeric>
 
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
@@ -43,6 +44,17 @@ bool test_bit(std::span<const std::uint64_t> set, std::uint32_t rank) noexcept {
   return ((set[rank / 64] >> (rank % 64)) & 1U) != 0;
 }
 
+std::vector<std::uint32_t> every_rank(std::uint32_t world_size) {
+  std::vector<std::uint32_t> ranks(world_size);
+  std::iota(ranks.begin(), ranks.end(), 0U);
+  return ranks;
+}
+
+// A revoke mark: the epoch of the view revoked, and the revoker's rank (as built) + 1.
+std::uint64_t revoke_mark(std::uint32_t epoch, std::uint32_t revoker) noexcept {
+  return (std::uint64_t{epoch} << 32) | (std::uint64_t{revoker} + 1U);
+}
+
 std::uint64_t load(const std::uint64_t& word) noexcept {
   // The device may be writing it: read it as one 64-bit value.
   return std::atomic_ref<const std::uint64_t>(word).load(std::memory_order_acquire);
@@ -69,10 +81,12 @@ ControlPlane::ControlPlane(const ProtectionDomain& pd, std::uint32_t rank, std::
       outgoing_mr_(pd.register_local(std::as_writable_bytes(std::span(outgoing_)))),
       probe_mr_(pd.register_local(std::as_writable_bytes(std::span(probe_landing_)))),
       failures_(world_size),
+      members_(every_rank(world_size)),
+      view_of_(every_rank(world_size)),
       failed_bits_(words_per_set_),
       in_flight_(world_size),
       told_(world_size, 0),
-      told_revoked_(world_size, false),
+      told_revoked_(world_size, 0),
       left_(world_size, false),
       control_fenced_(world_size, false),
       message_bytes_(message_bytes_for(world_size)),
@@ -180,24 +194,69 @@ void ControlPlane::start() {
   detector_ = std::thread([this] { run(); });
 }
 
+std::optional<std::uint32_t> ControlPlane::view_rank(std::uint32_t rank) const {
+  if (rank >= view_of_.size() || view_of_[rank] == kNotInView) return std::nullopt;
+  return view_of_[rank];
+}
+
+RankFailure ControlPlane::in_view(RankFailure failure) const {
+  const std::uint32_t rank = view_of_[failure.rank];
+  failure.reported_by = view_rank(failure.reported_by).value_or(rank);
+  failure.rank = rank;
+  return failure;
+}
+
 std::vector<RankFailure> ControlPlane::failures() const {
   const std::scoped_lock lock(state_mutex_);
   std::vector<RankFailure> known;
-  for (const auto& failure : failures_) {
-    if (failure) known.push_back(*failure);
+  for (const std::uint32_t member : members_) {
+    if (failures_[member]) known.push_back(in_view(*failures_[member]));
   }
   return known;
 }
 
 std::optional<RankFailure> ControlPlane::failure_of(std::uint32_t rank) const {
-  if (!known_failed(rank)) return std::nullopt;
   const std::scoped_lock lock(state_mutex_);
-  return failures_.at(rank);
+  if (rank >= members_.size() || !failures_[members_[rank]]) return std::nullopt;
+  return in_view(*failures_[members_[rank]]);
 }
 
 std::optional<std::uint32_t> ControlPlane::revoked_by() const {
   const std::scoped_lock lock(state_mutex_);
-  return revoked_by_;
+  if (revoke_mark_ == 0 || (revoke_mark_ >> 32) != epoch_) return std::nullopt;
+  return view_rank(static_cast<std::uint32_t>(revoke_mark_ & 0xffffffffU) - 1U);
+}
+
+std::uint32_t ControlPlane::epoch() const {
+  const std::scoped_lock lock(state_mutex_);
+  return epoch_;
+}
+
+void ControlPlane::shrink_view(std::span<const std::uint32_t> survivors, FailureCause cause) {
+  std::vector<std::uint32_t> lost;
+  {
+    const std::scoped_lock lock(state_mutex_);
+    std::vector<std::uint32_t> members;
+    members.reserve(survivors.size());
+    for (const std::uint32_t rank : survivors) members.push_back(members_.at(rank));
+    for (const std::uint32_t member : members_) {
+      if (!std::ranges::binary_search(members, member)) lost.push_back(member);
+    }
+    members_ = std::move(members);
+    std::ranges::fill(view_of_, kNotInView);
+    for (std::uint32_t rank = 0; rank < members_.size(); ++rank) view_of_[members_[rank]] = rank;
+    ++epoch_;
+  }
+  for (const std::uint32_t rank : lost) record(rank, cause, rank_);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  if (!channels_) return;
+  const std::scoped_lock lock(post_mutex_);
+  fence_control();
+  try {
+    send_news();
+  } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): the detector's next tick
+                                     // sends it again
+  }
 }
 
 bool ControlPlane::known_failed(std::uint32_t rank) const noexcept {
@@ -219,25 +278,32 @@ bool ControlPlane::record(std::uint32_t rank, FailureCause cause, std::uint32_t 
   return true;
 }
 
-bool ControlPlane::record_revocation(std::uint32_t revoker) {
+bool ControlPlane::record_revocation(std::uint64_t mark) {
   {
     const std::scoped_lock lock(state_mutex_);
-    if (revoked_by_) return false;
-    revoked_by_ = revoker;
+    const std::uint64_t epoch = mark >> 32;
+    if (epoch < epoch_ || (revoke_mark_ != 0 && (revoke_mark_ >> 32) >= epoch)) return false;
+    revoke_mark_ = mark;
   }
   generation_.fetch_add(1, std::memory_order_acq_rel);
   return true;
 }
 
 void ControlPlane::declare_failed(std::uint32_t rank, FailureCause cause) {
-  if (!record(rank, cause, rank_)) return;
+  std::uint32_t member = 0;
+  {
+    const std::scoped_lock lock(state_mutex_);
+    if (rank >= members_.size()) return;
+    member = members_[rank];
+  }
+  if (!record(member, cause, rank_)) return;
   if (!channels_) return;
   const std::scoped_lock lock(post_mutex_);
   send_news();
 }
 
 void ControlPlane::revoke() {
-  record_revocation(rank_);
+  record_revocation(revoke_mark(epoch(), rank_));
   if (!channels_) return;
   const std::scoped_lock lock(post_mutex_);
   send_news();
@@ -316,7 +382,7 @@ void ControlPlane::reap() {
         record(peer, FailureCause::probe, rank_);
       } else {
         if (const std::uint64_t mark = load(probe_landing_[kRevokeWord]); mark != 0) {
-          record_revocation(static_cast<std::uint32_t>(mark - 1));
+          record_revocation(mark);
         }
         watch_heartbeat(peer, load(probe_landing_[kHeartbeatWord]));
       }
@@ -357,9 +423,7 @@ void ControlPlane::fence_control() {
 }
 
 void ControlPlane::read_block(bool full) {
-  if (const std::uint64_t mark = word(kRevokeWord); mark != 0) {
-    record_revocation(static_cast<std::uint32_t>(mark - 1));
-  }
+  if (const std::uint64_t mark = word(kRevokeWord); mark != 0) record_revocation(mark);
   const std::uint64_t doorbell = word(kDoorbellWord);
   if (!full && doorbell == doorbell_seen_) return;
   doorbell_seen_ = doorbell;
@@ -400,15 +464,19 @@ void ControlPlane::send_news() {
     ++report_generation_;
     outgoing_[kDoorbellWord] += std::uint64_t{1} << 32;
   }
-  const auto revoker = revoked_by();
-  if (revoker) outgoing_[kRevokeWord] = *revoker + 1U;
+  std::uint64_t mark = 0;
+  {
+    const std::scoped_lock lock(state_mutex_);
+    mark = revoke_mark_;
+  }
+  if (mark != 0) outgoing_[kRevokeWord] = mark;
   for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
     if (peer == rank_ || known_failed(peer)) continue;
     const auto& block = peer_blocks_[peer];
-    if (revoker && !told_revoked_[peer]) {
-      const std::array mark{outgoing_mr_.gather(std::span(&outgoing_[kRevokeWord], 1))};
-      if (post(peer, op::PeerWrite{mark, block.element<std::uint64_t>(kRevokeWord)})) {
-        told_revoked_[peer] = true;
+    if (mark != 0 && told_revoked_[peer] != mark) {
+      const std::array source{outgoing_mr_.gather(std::span(&outgoing_[kRevokeWord], 1))};
+      if (post(peer, op::PeerWrite{source, block.element<std::uint64_t>(kRevokeWord)})) {
+        told_revoked_[peer] = mark;
       }
     }
     if (told_[peer] == report_generation_) continue;
@@ -464,7 +532,18 @@ AgreementValue ControlPlane::agree(std::uint32_t flags, Duration timeout) {
                 "every surviving rank must call agree() as often as this one; a rank that "
                 "never does holds the others up");
   }
-  return *instances_.at(instance).agreement.decided();
+  AgreementValue value = *instances_.at(instance).agreement.decided();
+  RankSet in_view;
+  {
+    const std::scoped_lock state(state_mutex_);
+    for (const std::uint32_t rank : value.failed) {
+      if (const auto view = view_rank(rank)) in_view.insert(*view);
+    }
+  }
+  // What the others knew, this rank knows now: every survivor holds the same failed set.
+  for (const std::uint32_t rank : value.failed) record(rank, FailureCause::report, rank_);
+  value.failed = std::move(in_view);
+  return value;
 }
 
 bool ControlPlane::take_messages() {

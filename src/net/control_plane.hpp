@@ -6,6 +6,12 @@
 // what lands in the block and tells every peer what it learned. The caller's thread asks what is
 // known (lock-free in the common case: generation()), reports failures it saw in completions, and
 // revokes.
+//
+// Ranks: inside, every rank is the one it had when the Node was built (the queue pairs, the
+// block's slots and the agreements use those). Outside, ranks are the current view's: after
+// Node::shrink() the survivors numbered densely (shrink_view()), and the ranks not in the view
+// are failed for good and no longer named. The revoke mark carries the view's epoch, so that a
+// revoke of an earlier view never revokes a later one.
 #pragma once
 
 #include <atomic>
@@ -15,6 +21,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -66,24 +73,32 @@ class ControlPlane {
   [[nodiscard]] std::uint64_t generation() const noexcept {
     return generation_.load(std::memory_order_acquire);
   }
-  /// Every rank known to have failed, by rank.
+  /// Every rank of the view known to have failed, by rank.
   [[nodiscard]] std::vector<RankFailure> failures() const;
   /// What is known of `rank`'s failure, if anything.
   [[nodiscard]] std::optional<RankFailure> failure_of(std::uint32_t rank) const;
-  /// The rank that revoked the Node, if one did.
+  /// The rank that revoked the view, if one did.
   [[nodiscard]] std::optional<std::uint32_t> revoked_by() const;
+  /// The view's epoch: 0 as built, one more with every shrink_view().
+  [[nodiscard]] std::uint32_t epoch() const;
+  /// Makes the ranks `survivors` of the view (ascending; this rank among them) the new view,
+  /// numbered densely in that order, in the next epoch; every other rank of the view is
+  /// recorded failed (as `cause`, when it was not known) and fenced. The new view is not
+  /// revoked (unless a rank of it revoked it already).
+  void shrink_view(std::span<const std::uint32_t> survivors, FailureCause cause);
 
   /// Revokes the Node: writes this rank's revoke mark into every reachable peer's block (each
   /// peer passes it on to every other once, so it arrives even if this rank dies now).
   void revoke();
-  /// Records that `rank` failed as `cause` says (a completion the caller saw), and tells the
-  /// peers. Nothing when it was known already.
+  /// Records that `rank` (of the view) failed as `cause` says (a completion the caller saw),
+  /// and tells the peers. Nothing when it was known already.
   void declare_failed(std::uint32_t rank, FailureCause cause);
 
   /// Runs this rank's part of the next agreement (every rank calls agree() in the same order):
   /// `flags` and the failures known now go in; every survivor gets the same value back. The
   /// detector thread carries it (SENDs over the control queue pairs) and keeps answering for
   /// it after this returns. Throws ibv::Error (timeout) when it did not decide in `timeout`.
+  /// The failed ranks of the value are the view's (ranks out of the view are left out).
   [[nodiscard]] AgreementValue agree(std::uint32_t flags, Duration timeout);
 
  private:
@@ -105,8 +120,14 @@ class ControlPlane {
   void read_block(bool full);
   /// Records a failure under state_mutex_; true when it is new.
   bool record(std::uint32_t rank, FailureCause cause, std::uint32_t reported_by);
-  /// Records a revocation under state_mutex_; true when it is new.
-  bool record_revocation(std::uint32_t revoker);
+  /// Records a revoke mark (the epoch in the high half, the revoker's rank + 1 in the low one)
+  /// under state_mutex_, unless it is of an earlier epoch or the view has one; true when new.
+  bool record_revocation(std::uint64_t mark);
+  /// The view's rank of `rank`, if it is in the view (state_mutex_ held).
+  [[nodiscard]] std::optional<std::uint32_t> view_rank(std::uint32_t rank) const;
+  /// `failure` with its ranks the view's (state_mutex_ held); a reporter out of the view is
+  /// given as the failed rank itself.
+  [[nodiscard]] RankFailure in_view(RankFailure failure) const;
   /// Posts this rank's report (its bitmap, then the doorbell) to every live peer that has not
   /// got the latest one, and the revoke mark when there is one to pass on.
   void send_news();
@@ -153,7 +174,11 @@ class ControlPlane {
   // failed_bits_ (one atomic bit per rank) and generation_.
   mutable std::mutex state_mutex_;
   std::vector<std::optional<RankFailure>> failures_;
-  std::optional<std::uint32_t> revoked_by_;
+  std::uint64_t revoke_mark_ = 0;       // the latest epoch's (see record_revocation())
+  std::uint32_t epoch_ = 0;             // the view's
+  std::vector<std::uint32_t> members_;  // [view rank]: its rank as built
+  std::vector<std::uint32_t> view_of_;  // [rank as built]: its view rank, or kNotInView
+  static constexpr std::uint32_t kNotInView = ~std::uint32_t{0};
   std::vector<std::atomic<std::uint64_t>> failed_bits_;
   std::atomic<std::uint64_t> generation_{0};
 
@@ -161,7 +186,7 @@ class ControlPlane {
   std::mutex post_mutex_;
   std::vector<std::vector<PendingWork>> in_flight_;  // [peer]
   std::vector<std::uint64_t> told_;                  // [peer]: the report generation it has
-  std::vector<bool> told_revoked_;                   // [peer]: has this rank's revoke mark
+  std::vector<std::uint64_t> told_revoked_;          // [peer]: the revoke mark it has
   std::uint64_t report_generation_ = 0;              // bumps with every new failure
   std::optional<std::uint32_t> probing_;             // the peer of the probe in flight
   std::optional<PendingWork> probe_;

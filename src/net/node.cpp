@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "detail/moved_from.hpp"
 #include "detail/positive_timeout.hpp"
@@ -449,6 +450,61 @@ AgreedValue Node::agree(std::uint32_t flags, std::optional<Duration> timeout) {
   const detail::AgreementValue value = plane.agree(flags, bound);
   fence_failed();
   return {.flags = value.flags, .failed = {value.failed.begin(), value.failed.end()}};
+}
+
+ShrunkNode Node::shrink(std::optional<Duration> timeout) && {
+  detail::ControlPlane& plane = control("Node::shrink");
+  const Duration bound = timeout.value_or(timeout_);
+  ibv::detail::check_positive_timeout(bound, "Node::shrink", "nothing was changed");
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  plane.start();
+  // A channel broken without this Node fencing it (its retry budget ran out, or it was misused)
+  // reaches its peer no more: for this rank that peer is lost, and the agreement tells the
+  // others, so that no survivor keeps a channel its peer cannot use.
+  fence_failed();
+  for (std::uint32_t peer = 0; peer < world_size(); ++peer) {
+    if (peer == rank() || fenced_[peer]) continue;
+    if (channel(peer).queue_pair().query_state() == "ERR") {
+      plane.declare_failed(peer, FailureCause::completion);
+    }
+  }
+  const detail::AgreementValue agreed = plane.agree(0, bound);
+  if (agreed.failed.contains(rank())) {
+    throw Error(ErrorKind::state, "Node::shrink", ECANCELED,
+                "the surviving ranks agreed that rank " + std::to_string(rank()) +
+                    " (this one) failed: another rank declared it failed",
+                "a rank declared failed is out of the Node for good (it was too slow to answer "
+                "within the detection bound, or a channel to it broke); end this rank's part");
+  }
+  fence_failed();  // every rank lost, also those only the others knew
+  ShrunkNode shrunk{.node = std::move(*this), .new_rank = {}, .lost = {}};
+  Node& old = shrunk.node;
+  std::vector<std::uint32_t> survivors;
+  for (std::uint32_t rank = 0; rank < old.world_size(); ++rank) {
+    if (agreed.failed.contains(rank)) {
+      shrunk.lost.push_back(rank);
+      shrunk.new_rank.emplace_back();
+    } else {
+      shrunk.new_rank.emplace_back(static_cast<std::uint32_t>(survivors.size()));
+      survivors.push_back(rank);
+    }
+  }
+  old.barrier_->shrink(survivors, plane.epoch() + 1, deadline);
+  plane.shrink_view(survivors, FailureCause::report);
+  std::unique_ptr<NodeDatagrams> datagrams;
+  if (old.datagrams_) {
+    datagrams = std::make_unique<NodeDatagrams>(std::move(*old.datagrams_).regrouped(survivors));
+    old.datagrams_.reset();
+  }
+  std::unique_ptr<detail::RdmaBarrier> barrier = std::move(old.barrier_);
+  std::unique_ptr<detail::ControlPlane> kept_control = std::move(old.control_);
+  const BarrierAlgorithm algorithm = old.algorithm_;
+  const Duration barrier_timeout = old.timeout_;
+  MultiChannel channels = std::move(old).regrouped(survivors);
+  // Every part is out of the old Node now; the survivors' Node takes its place.
+  shrunk.node = Node(std::move(channels), std::move(barrier), algorithm, barrier_timeout,
+                     std::move(datagrams), std::move(kept_control));
+  return shrunk;
 }
 
 std::optional<std::uint32_t> Node::revoked_by() const {

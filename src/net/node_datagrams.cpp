@@ -27,6 +27,15 @@ NodeDatagrams::NodeDatagrams(DatagramEndpoint endpoint, std::uint32_t rank,
   std::sort(by_qp_number_.begin(), by_qp_number_.end());
 }
 
+NodeDatagrams NodeDatagrams::regrouped(std::span<const std::uint32_t> survivors) && {
+  std::vector<UdAddress> addresses;
+  addresses.reserve(survivors.size());
+  for (const std::uint32_t rank : survivors) addresses.push_back(addresses_.at(rank));
+  const auto rank =
+      static_cast<std::uint32_t>(std::ranges::lower_bound(survivors, rank_) - survivors.begin());
+  return {std::move(endpoint_), rank, std::move(addresses)};
+}
+
 NodeDatagrams::NodeDatagrams(NodeDatagrams&&) noexcept = default;
 NodeDatagrams& NodeDatagrams::operator=(NodeDatagrams&&) noexcept = default;
 NodeDatagrams::~NodeDatagrams() = default;

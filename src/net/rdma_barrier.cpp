@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <numeric>
 #include <thread>
 
 #include "detail/positive_timeout.hpp"
@@ -51,6 +52,9 @@ std::string ranks_text(std::span<const std::uint32_t> ranks) {
   return text;
 }
 
+// Where a counter's epoch starts (see sent_).
+constexpr unsigned kEpochShift = 48;
+
 constexpr std::string_view kPoisonHint =
     "the barrier is poisoned now: the ranks' signal counters no longer agree, so every later "
     "barrier of this Node fails at once; rebuild the Node on every rank to synchronize again";
@@ -61,6 +65,8 @@ RdmaBarrier::RdmaBarrier(const ProtectionDomain& pd, std::uint32_t rank, std::ui
                          WaitMode wait)
     : rank_(rank),
       world_size_(world_size),
+      slot_world_(world_size),
+      slot_rank_(world_size),
       wait_(wait),
       all_ranks_(BarrierGroup::all(world_size)),
       max_rounds_(most_rounds(world_size)),
@@ -71,14 +77,16 @@ RdmaBarrier::RdmaBarrier(const ProtectionDomain& pd, std::uint32_t rank, std::ui
       outgoing_mr_(pd.register_local(std::as_writable_bytes(std::span(outgoing_)))),
       sent_(world_size, 0),
       received_(world_size, 0),
-      in_flight_(world_size) {}
+      in_flight_(world_size) {
+  std::iota(slot_rank_.begin(), slot_rank_.end(), 0U);
+}
 
 void RdmaBarrier::set_peer_slots(std::vector<PeerRemoteMemoryRegion> peer_slots) {
   peer_slots_ = std::move(peer_slots);
 }
 
 std::uint64_t RdmaBarrier::slot(std::size_t round, std::uint32_t sender) noexcept {
-  return std::atomic_ref<std::uint64_t>(slots_[round * world_size_ + sender])
+  return std::atomic_ref<std::uint64_t>(slots_[round * slot_world_ + slot_rank_[sender]])
       .load(std::memory_order_acquire);
 }
 
@@ -188,9 +196,11 @@ void RdmaBarrier::fail_for(std::size_t round, const RankFailure& culprit) {
 void RdmaBarrier::signal(MultiChannel& channels, std::size_t round, std::uint32_t peer,
                          Clock::time_point deadline) {
   if (in_flight_[peer]) reap(deadline);  // its counter's buffer is about to be rewritten
-  outgoing_[peer] = ++sent_[peer];
-  const auto destination = peer_slots_.at(peer).element<std::uint64_t>(round * world_size_ + rank_);
-  const std::array source{outgoing_mr_.gather(std::span(&outgoing_[peer], 1))};
+  std::uint64_t& counter = outgoing_[slot_rank_[peer]];
+  counter = ++sent_[peer];
+  const auto destination =
+      peer_slots_.at(peer).element<std::uint64_t>(round * slot_world_ + slot_rank_[rank_]);
+  const std::array source{outgoing_mr_.gather(std::span(&counter, 1))};
   in_flight_[peer].emplace(channels.post(peer, op::PeerWrite{source, destination}));
   in_flight_peers_.push_back(peer);
 }
@@ -267,6 +277,16 @@ void RdmaBarrier::reap(std::optional<Clock::time_point> deadline) {
     if (!completion) return false;
     work.reset();
     if (!completion->ok()) {
+      // A signal to a rank known failed (its channel fenced, so the signal was flushed): that
+      // failure is the news, not the flush.
+      if (control_ != nullptr) {
+        if (const auto failure = control_->failure_of(peer)) {
+          throw Error(
+              ErrorKind::peer_gone, kOperation, EIO,
+              current() + ": " + failure->to_string() + " has failed, and this barrier signals it",
+              "the rank is out of this Node for good; " + std::string(kPoisonHint));
+        }
+      }
       // A signal the peer never acknowledged (retry_exceeded: it vanished, or is too busy to
       // answer in time) is peer_gone, as on a channel; any other failure has its completion's
       // kind.
@@ -285,6 +305,45 @@ void RdmaBarrier::reap(std::optional<Clock::time_point> deadline) {
     }
     return true;
   });
+}
+
+void RdmaBarrier::shrink(std::span<const std::uint32_t> survivors, std::uint32_t epoch,
+                         Clock::time_point deadline) {
+  // A signal still in flight writes the slot it was meant for; waiting here keeps its handle
+  // from being dropped unpolled. Its outcome no longer matters: a failed rank's was flushed.
+  for (const std::uint32_t peer : in_flight_peers_) {
+    try {
+      static_cast<void>(
+          in_flight_[peer]->wait_for(std::max(Clock::duration::zero(), deadline - Clock::now())));
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): failed, so it is over
+    }
+  }
+  in_flight_peers_.clear();
+  const auto new_rank =
+      static_cast<std::uint32_t>(std::ranges::lower_bound(survivors, rank_) - survivors.begin());
+  std::vector<std::uint32_t> slot_rank;
+  std::vector<PeerRemoteMemoryRegion> peer_slots;
+  for (std::uint32_t rank = 0; rank < survivors.size(); ++rank) {
+    slot_rank.push_back(slot_rank_.at(survivors[rank]));
+    if (survivors[rank] == rank_) {
+      peer_slots.emplace_back(rank, slots());
+    } else {
+      peer_slots.emplace_back(rank, peer_slots_.at(survivors[rank]).region());
+    }
+  }
+  const auto world = static_cast<std::uint32_t>(survivors.size());
+  rank_ = new_rank;
+  world_size_ = world;
+  slot_rank_ = std::move(slot_rank);
+  peer_slots_ = std::move(peer_slots);
+  all_ranks_ = BarrierGroup::all(world);
+  for (auto& cached : all_ranks_schedules_) cached.reset();
+  const std::uint64_t first = std::uint64_t{epoch} << kEpochShift;
+  sent_.assign(world, first);
+  received_.assign(world, first);
+  in_flight_.clear();
+  in_flight_.resize(world);
+  poison_.reset();
 }
 
 }  // namespace ibv::net::detail

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Private: the barrier of a Node over RDMA. Registered slots that peers write their signals
 // into, one per (round, sender); per-peer counters of signals sent and received; running one
-// participant's barrier schedule with a deadline; poisoning after a failure.
+// participant's barrier schedule with a deadline; poisoning after a failure. After a shrink the
+// slots keep their places (a sender's slot is the one of its rank as built), and every counter
+// carries the epoch in its top bits, so a signal of an earlier epoch never counts.
 #pragma once
 
 #include <array>
@@ -52,6 +54,14 @@ class RdmaBarrier {
 
   [[nodiscard]] bool poisoned() const noexcept { return poison_.has_value(); }
 
+  /// For the Node of `survivors` (ranks of this barrier's world, ascending, this rank among
+  /// them), in `epoch`: waits (until `deadline`) for the signals still in flight, whatever
+  /// their outcome, then numbers the survivors densely, starts every counter afresh in the
+  /// epoch and forgets the poison. The survivors' slot regions are kept (set_peer_slots() is
+  /// not needed again).
+  void shrink(std::span<const std::uint32_t> survivors, std::uint32_t epoch,
+              std::chrono::steady_clock::time_point deadline);
+
  private:
   using Clock = std::chrono::steady_clock;
 
@@ -77,16 +87,20 @@ class RdmaBarrier {
 
   std::uint32_t rank_;
   std::uint32_t world_size_;
+  std::uint32_t slot_world_;              // the world as built: the slots' layout
+  std::vector<std::uint32_t> slot_rank_;  // [rank]: its rank as built, its slot's column
   WaitMode wait_;
   BarrierGroup all_ranks_;
   std::size_t max_rounds_;
-  std::vector<std::uint64_t> slots_;     // [round * world_size + sender], written by peers
-  std::vector<std::uint64_t> outgoing_;  // [peer]: the counter being written to that peer
+  std::vector<std::uint64_t> slots_;     // [round * slot_world_ + slot rank], written by peers
+  std::vector<std::uint64_t> outgoing_;  // [slot rank]: the counter being written to that peer
   MemoryRegion slots_mr_;
   MemoryRegion outgoing_mr_;
   std::vector<PeerRemoteMemoryRegion> peer_slots_;
-  std::vector<std::uint64_t> sent_;      // [peer]: signals sent to that peer so far
-  std::vector<std::uint64_t> received_;  // [peer]: signals taken from that peer so far
+  // [peer]: signals sent to and taken from that peer so far, in the low 48 bits; the epoch in
+  // the top 16 (a later epoch's counters are larger than any earlier one's).
+  std::vector<std::uint64_t> sent_;
+  std::vector<std::uint64_t> received_;
   std::vector<std::optional<PendingWork>> in_flight_;  // [peer]: its last signal, until complete
   std::vector<std::uint32_t> in_flight_peers_;
   std::array<std::optional<std::vector<BarrierStep>>, 3> all_ranks_schedules_;

@@ -69,12 +69,57 @@ std::optional<net::RankFailure> failure_of(Node& node, std::uint32_t rank, Clock
   return std::nullopt;
 }
 
+/// The bytes each rank writes into each survivor's inbox after a shrink.
+constexpr std::size_t kPart = 4096;
+
+std::byte pattern_byte(std::uint32_t from, std::uint32_t to, std::size_t at) {
+  return static_cast<std::byte>((from * 31U + to * 7U + at) % 251U);
+}
+
+/// On a shrunken Node: a barrier of every algorithm, then every rank writes kPart bytes into
+/// its part (its new rank's) of every other survivor's inbox (registered before the shrink,
+/// addressed by the old ranks' regions), a barrier, and every byte of every part is checked.
+/// Returns what went wrong, or nothing.
+std::string survivors_exchange(net::ShrunkNode& shrunk, std::span<std::byte> inbox,
+                               const std::vector<RemoteMemoryRegion>& old_inboxes) {
+  Node& node = shrunk.node;
+  for (const auto algorithm :
+       {net::BarrierAlgorithm::centralized, net::BarrierAlgorithm::binary_tree,
+        net::BarrierAlgorithm::dissemination}) {
+    node.barrier({.algorithm = algorithm, .timeout = {}});
+  }
+  const std::uint32_t me = node.rank();
+  std::vector<std::byte> outbox(kPart * node.world_size());
+  const MemoryRegion out_mr = node.protection_domain().register_local(outbox);
+  for (std::uint32_t old = 0; old < old_inboxes.size(); ++old) {
+    const auto peer = shrunk.new_rank[old];
+    if (!peer || *peer == me) continue;
+    const auto part = std::span(outbox).subspan(*peer * kPart, kPart);
+    for (std::size_t at = 0; at < kPart; ++at) part[at] = pattern_byte(me, *peer, at);
+    node.execute(*peer, op::PeerWrite{std::array{out_mr.gather(part)},
+                                      PeerRemoteMemoryRegion(*peer, old_inboxes[old])
+                                          .sub_region(std::uint64_t{me} * kPart, kPart)});
+  }
+  node.barrier();  // every write has completed: every inbox is whole
+  for (std::uint32_t from = 0; from < node.world_size(); ++from) {
+    if (from == me) continue;
+    for (std::size_t at = 0; at < kPart; ++at) {
+      if (inbox[from * kPart + at] != pattern_byte(from, me, at)) {
+        return "byte " + std::to_string(at) + " from rank " + std::to_string(from) + " differs";
+      }
+    }
+  }
+  node.barrier();  // no rank leaves while another still writes
+  return {};
+}
+
 TEST(FaultTolerance, ANodeWithoutItSaysSo) {
   run_ranks(2, [](Node& node, net::Bootstrap&) {
     EXPECT_FALSE(node.has_fault_tolerance());
     for (const auto& call : std::vector<std::function<void()>>{
              [&] { (void)node.failed_ranks(); }, [&] { node.revoke(); },
-             [&] { (void)node.revoked_by(); }, [&] { (void)node.acknowledge_failures(); }}) {
+             [&] { (void)node.revoked_by(); }, [&] { (void)node.acknowledge_failures(); },
+             [&] { (void)std::move(node).shrink(); }}) {
       EXPECT_TRUE(throws_error(ErrorKind::state, call,
                                {"built without fault tolerance", "fault_tolerance()"}));
     }
@@ -175,6 +220,44 @@ TEST(FaultTolerance, ARankThatDestroysItsNodeIsNamedAsLeftAndEndsTheBarrierWaiti
       with_fault_tolerance);
 }
 
+TEST(FaultTolerance, TheSurvivorsOfARevokedNodeShrinkAndTheirNodeIsNotRevoked) {
+  // Rank 2 of 4 leaves; rank 0 revokes the Node; the other three shrink to a Node of 3 (old
+  // ranks 0, 1, 3 as 0, 1, 2) that is not revoked, runs barriers of every algorithm and moves
+  // every byte over the same connections, and shrinks no further when nobody failed.
+  std::atomic<int> done{0};
+  run_ranks(
+      4,
+      [&](Node& node, net::Bootstrap& bootstrap) {
+        std::vector<std::byte> inbox(4 * kPart, std::byte{0});
+        const MemoryRegion inbox_mr =
+            node.protection_domain().register_remote_accessible(inbox, RemoteAccess::write());
+        const std::vector<RemoteMemoryRegion> inboxes = bootstrap.all_gather(inbox_mr.remote());
+        node.barrier();
+        if (node.rank() == 2) return;
+        static_cast<void>(failure_of(node, 2, kNamedWithin));
+        if (node.rank() == 0) node.revoke();
+        while (!node.revoked_by()) std::this_thread::sleep_for(1ms);
+        const std::uint32_t old_rank = node.rank();
+        net::ShrunkNode shrunk = std::move(node).shrink();
+        EXPECT_EQ(shrunk.lost, std::vector<std::uint32_t>{2});
+        EXPECT_EQ(shrunk.new_rank, (std::vector<std::optional<std::uint32_t>>{0, 1, {}, 2}));
+        EXPECT_EQ(shrunk.node.world_size(), 3U);
+        EXPECT_EQ(shrunk.node.rank(), *shrunk.new_rank[old_rank]);
+        EXPECT_EQ(shrunk.node.revoked_by(), std::nullopt);
+        EXPECT_TRUE(shrunk.node.failed_ranks().empty());
+        EXPECT_EQ(survivors_exchange(shrunk, inbox, inboxes), "");
+        // NOLINTNEXTLINE(bugprone-use-after-move): what a moved-from Node does is the point
+        EXPECT_TRUE(throws_error(ErrorKind::state, [&] { node.barrier(); }, {"moved from"}));
+        net::ShrunkNode again = std::move(shrunk.node).shrink();
+        EXPECT_TRUE(again.lost.empty());
+        EXPECT_EQ(again.node.world_size(), 3U);
+        again.node.barrier();
+        done.fetch_add(1);
+        while (done.load() < 3) std::this_thread::sleep_for(1ms);
+      },
+      with_fault_tolerance);
+}
+
 TEST(FaultTolerance, EveryRankAgreesOnTheAndOfTheFlagsAgreementAfterAgreement) {
   constexpr int kAgreements = 20;
   run_ranks(
@@ -211,13 +294,29 @@ TEST(FaultTolerance, AnAgreementALiveRankNeverJoinsTimesOut) {
 
 // --- A rank killed as a crash kills it ------------------------------------------------------
 
+/// The "shrink" scenario after its barrier: shrinks `node`, says so, and checks the survivors'
+/// barriers and bytes (survivors_exchange()).
+void shrink_and_exchange(Node& node, std::span<std::byte> inbox,
+                         const std::vector<RemoteMemoryRegion>& inboxes) {
+  net::ShrunkNode shrunk = std::move(node).shrink();
+  std::string lost;
+  for (const std::uint32_t r : shrunk.lost) lost += (lost.empty() ? "" : ",") + std::to_string(r);
+  std::printf("SHRUNK rank=%u world=%u lost=%s at_ns=%lld\n", shrunk.node.rank(),
+              shrunk.node.world_size(), lost.c_str(), static_cast<long long>(now_ns()));
+  std::fflush(stdout);
+  const std::string wrong = survivors_exchange(shrunk, inbox, inboxes);
+  std::printf("EXCHANGED %s\n", wrong.empty() ? "every byte" : wrong.c_str());
+}
+
 /// Child role: rank `rank` of the world in `config`, fault tolerant; passes a barrier, says
 /// READY, then as `scenario` says: "idle" waits (up to kChildLimit) until it knows that rank 2
 /// failed and prints "FAILED rank=2 cause=C at_ns=T"; "barrier" enters a barrier and prints
 /// "FAULT kind=K at_ns=T what=..."; "agree" agrees at once (flags 0xff, rank 1: 0x0f) and
 /// prints "AGREED flags=F failed=R,R at_ns=T"; "victim" only waits to be killed; "stall"
 /// waits until it knows rank 2 failed, then watches its inbox ("INBOX untouched"), while
-/// "stalled-victim" is stopped, continued, and writes into rank 0's inbox ("WRITE kind=K").
+/// "stalled-victim" is stopped, continued, and writes into rank 0's inbox ("WRITE kind=K");
+/// "shrink" does as "barrier", then shrinks ("SHRUNK rank=R world=W lost=L at_ns=T") and
+/// checks barriers and every byte among the survivors ("EXCHANGED every byte").
 volatile std::sig_atomic_t continued = 0;  // set by the SIGCONT a stopped victim gets
 
 int fault_tolerant_rank(const std::vector<std::string>& args) {
@@ -242,6 +341,12 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
     const MemoryRegion inbox_mr = pd.register_remote_accessible(
         std::as_writable_bytes(std::span(inbox)), RemoteAccess::write());
     const std::vector<RemoteMemoryRegion> inboxes = exchanger.all_gather(inbox_mr.remote());
+    // Where the survivors of a shrink write to each other.
+    std::vector<std::byte> exchange_inbox(config.world_size() * kPart, std::byte{0});
+    const MemoryRegion exchange_mr =
+        pd.register_remote_accessible(exchange_inbox, RemoteAccess::write());
+    const std::vector<RemoteMemoryRegion> exchange_inboxes =
+        exchanger.all_gather(exchange_mr.remote());
     node.barrier();
     if (scenario == "stalled-victim") std::signal(SIGCONT, [](int) { continued = 1; });
     std::printf("READY\n");
@@ -316,6 +421,7 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
                   std::string(to_string(error.kind())).c_str(), static_cast<long long>(now_ns()),
                   error.what());
     }
+    if (scenario == "shrink") shrink_and_exchange(node, exchange_inbox, exchange_inboxes);
     return 0;
   } catch (const std::exception& error) {
     std::printf("ERROR %s\n", error.what());
@@ -415,6 +521,22 @@ TEST(FaultToleranceKill, ABarrierWaitingForAKilledRankEndsPeerGoneLongBeforeItsT
     EXPECT_LT(after, kNamedWithinMs) << out;
     std::printf("[ figures  ] rank %u's barrier ended %.1f ms after the kill: %s\n", rank, after,
                 what.c_str());
+  }
+}
+
+TEST(FaultToleranceKill, RankZeroKilledInABarrierTheSurvivorsShrinkAndMoveEveryByte) {
+  const Killed killed = kill_one_of_four(0, "shrink");
+  for (std::uint32_t rank : {1U, 2U, 3U}) {
+    const std::string& out = killed.out[rank];
+    EXPECT_EQ(field(out, "FAULT", "kind"), "peer_gone") << out;
+    EXPECT_EQ(field(out, "SHRUNK", "rank"), std::to_string(rank - 1)) << out;
+    EXPECT_EQ(field(out, "SHRUNK", "world"), "3") << out;
+    EXPECT_EQ(field(out, "SHRUNK", "lost"), "0") << out;
+    EXPECT_NE(out.find("EXCHANGED every byte"), std::string::npos) << out;
+    const double after = milliseconds_after(killed.killed_at_ns, field(out, "SHRUNK", "at_ns"));
+    EXPECT_LT(after, kNamedWithinMs) << out;
+    std::printf("[ figures  ] rank %u held the shrunken Node %.1f ms after the kill\n", rank,
+                after);
   }
 }
 

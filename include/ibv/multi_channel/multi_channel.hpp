@@ -304,6 +304,12 @@ class MultiChannel {
     return detail::run_scope(scope, std::forward<Body>(body));
   }
 
+ protected:
+  /// A MultiChannel of the channels to `ranks` (ascending, this rank among them) numbered
+  /// densely in that order, on the same protection domain; the channels to every other peer
+  /// are destroyed, and this one is left as a moved-from one. For a Node's shrink.
+  [[nodiscard]] MultiChannel regrouped(std::span<const std::uint32_t> ranks) &&;
+
  private:
   /// Throws channel()'s ibv::Error for a `peer` that has no channel (inline: every
   /// peer-addressed call looks its channel up); with `call`, naming it and saying that nothing

@@ -221,6 +221,8 @@ class PreparedNode {
 ///
 /// How barriers work: [docs/barriers.md](docs/barriers.md); how the ranks find each other:
 /// [docs/bootstrap.md](docs/bootstrap.md).
+struct ShrunkNode;
+
 class Node : public MultiChannel {
  public:
   /// Takes over the channels and the barrier; the moved-from Node may only be destroyed or
@@ -309,6 +311,24 @@ class Node : public MultiChannel {
   [[nodiscard]] AgreedValue agree(std::uint32_t flags, std::optional<Duration> timeout = {});
   /// The rank that revoked this Node, if one did (this one included).
   [[nodiscard]] std::optional<std::uint32_t> revoked_by() const;
+  /// The Node of the surviving ranks, as MPI's MPI_Comm_shrink: the ranks agree (agree()) on
+  /// which have failed, and every other rank goes on in a new Node, numbered densely in the
+  /// same order. Collective: every surviving rank calls it, as it would agree(). Kept, not
+  /// made again: the protection domain, the caller's registered memory, the channels between
+  /// survivors (the same connections; work pending on them stays pending), the datagram
+  /// endpoint and the control plane, which goes on watching; no bootstrap, no handshake. The
+  /// new Node is in a new epoch: it is not revoked, its barriers start afresh (and no signal
+  /// of this Node counts in them), and a rank lost stays out for good. A channel of this rank
+  /// in the error state counts as its peer lost. This Node is left moved-from. Throws
+  /// ibv::Error: timeout as agree() does, and this Node is unchanged then (test:
+  /// `FaultTolerance.AnAgreementALiveRankNeverJoinsTimesOut`, of agree()); state without fault
+  /// tolerance (test: `FaultTolerance.ANodeWithoutItSaysSo`); ibv::Error (state) when the
+  /// survivors agreed that this rank failed, out for good (untested: `state`, no test makes a
+  /// live rank be declared failed yet). Tests:
+  /// `FaultToleranceKill.RankZeroKilledInABarrierTheSurvivorsShrinkAndMoveEveryByte`,
+  /// `FaultTolerance.TheSurvivorsOfARevokedNodeShrinkAndTheirNodeIsNotRevoked`. How to go on
+  /// after a lost rank: docs/fault-tolerance.md.
+  [[nodiscard]] ShrunkNode shrink(std::optional<Duration> timeout = {}) &&;
 
  private:
   friend class PreparedNode;  // PreparedNode::handshake() makes every Node
@@ -331,6 +351,15 @@ class Node : public MultiChannel {
   std::vector<bool> fenced_;                 // [rank]: its channel moved to the error state
   std::uint64_t fenced_generation_ = 0;      // the control plane's generation fenced up to
   std::vector<std::uint32_t> acknowledged_;  // by rank
+};
+
+/// What Node::shrink() gives: the survivors' Node and where each rank went.
+struct ShrunkNode {
+  Node node;
+  /// [rank in the old Node]: its rank in `node`, or none when it was lost.
+  std::vector<std::optional<std::uint32_t>> new_rank;
+  /// The old Node's ranks that were lost, ascending.
+  std::vector<std::uint32_t> lost;
 };
 
 }  // namespace ibv::net

@@ -119,6 +119,10 @@ class NodeDatagrams {
 
  private:
   friend class PreparedNode;  // PreparedNode::handshake() makes every NodeDatagrams
+  friend class Node;          // Node::shrink() keeps the survivors' addresses
+  /// The same endpoint addressing only `survivors` (ascending ranks, this one among them),
+  /// numbered densely in that order.
+  [[nodiscard]] NodeDatagrams regrouped(std::span<const std::uint32_t> survivors) &&;
   /// `addresses[r]` is rank r's address (this rank's own at `rank`).
   NodeDatagrams(DatagramEndpoint endpoint, std::uint32_t rank, std::vector<UdAddress> addresses);
   /// The rank `message` came from, or nullopt.
