@@ -19,6 +19,7 @@
 #include "ibv/verbs/endpoint.hpp"
 #include "ibv/verbs/scatter_gather.hpp"
 #include "ibv/verbs/work_request.hpp"
+#include "net/control_plane.hpp"
 #include "net/unanswered_rank.hpp"
 
 namespace ibv::net::detail {
@@ -27,6 +28,8 @@ namespace {
 constexpr const char* kBuild = "PersistentAllToAll";
 constexpr std::uint64_t kKindShift = 62;
 constexpr std::uint64_t kSlotMask = (std::uint64_t{1} << 30U) - 1U;
+// On a fault-tolerant Node, a wait that sleeps looks at the control plane at least this often.
+constexpr auto kControlLook = std::chrono::milliseconds(10);
 
 /// What one rank tells each peer at build: a tag, the shape, its queue pair for the peer and
 /// its receive memory. Big-endian, fixed size.
@@ -226,7 +229,8 @@ AllToAllCore::AllToAllCore(Node& node, Bootstrap& bootstrap, const MemoryRegion&
       released_early_(settings.slots_per_peer, false),
       parts_(std::size_t{world_} * settings.slots_per_peer),
       next_step_(settings.slots_per_peer, 0),
-      writes_done_(settings.slots_per_peer, 0) {
+      writes_done_(settings.slots_per_peer, 0),
+      control_(node.control_) {
   settings_.peers_in_flight = window_;
   settings_.timeout = settings.timeout.value_or(node.timeouts().operation);
   settings_.completion_channel = completion_channel_;
@@ -513,6 +517,7 @@ std::optional<AllToAllRound> AllToAllCore::poll() {
   }
   progress();
   if (round_complete()) return finish_round();
+  check_control();
   return std::nullopt;
 }
 
@@ -528,10 +533,16 @@ AllToAllRound AllToAllCore::wait(std::optional<Duration> timeout) {
       *settings_.wait_mode, Clock::now() + limit,
       [&] {
         progress();
-        return round_complete();
+        if (round_complete()) return true;
+        check_control();
+        return false;
       },
       [&] { cq_.request_notification(); },
-      [&](Clock::duration left) { (void)completion_channel_->wait_and_consume(left); },
+      [&](Clock::duration left) {
+        // A failure or a revoke raises no completion here: sleep no longer than a look at the
+        // control plane may wait.
+        (void)completion_channel_->wait_and_consume(control_ ? std::min<Clock::duration>(left, kControlLook) : left);
+      },
       [](Clock::time_point) {});
   if (!done) fail_timeout(limit);
   return finish_round();
@@ -605,6 +616,28 @@ void AllToAllCore::fence() noexcept {
   // of is deregistered now, and its remote key means nothing to the peers.
   send_registration_.reset();
   receive_registration_.reset();
+}
+
+void AllToAllCore::check_control() {
+  if (!control_) return;
+  const std::uint64_t generation = control_->generation();
+  if (generation == control_seen_) return;
+  control_seen_ = generation;
+  if (const auto revoker = control_->revoked_by()) {
+    fail(Error(ErrorKind::revoked, "PersistentAllToAll", ECANCELED,
+               "round " + std::to_string(returned_) + ": the Node was revoked by rank " +
+                   std::to_string(*revoker),
+               "the all-to-all is fenced now: shrink the Node (Node::shrink) and build the "
+               "collective again on it"));
+  }
+  const std::vector<RankFailure> failures = control_->failures();
+  if (!failures.empty()) {
+    fail(Error(ErrorKind::peer_gone, "PersistentAllToAll", EIO,
+               "round " + std::to_string(returned_) + ": " + failures.front().to_string() +
+                   " has failed, and every round needs every rank",
+               "the all-to-all is fenced now: shrink the Node (Node::shrink) and build the "
+               "collective again on it, over the same memory"));
+  }
 }
 
 void AllToAllCore::fail_completion(const WorkCompletion& completion) {

@@ -84,6 +84,8 @@ struct AllToAllSizing {
 [[nodiscard]] AllToAllSizing size_all_to_all(std::uint32_t world, std::uint32_t slots_per_peer,
                                              const DeviceAttributes& device);
 
+class ControlPlane;
+
 /// What PersistentAllToAll and AllToAllRound forward to (the rounds hold it weakly).
 class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
  public:
@@ -158,6 +160,10 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
   /// The timeout of wait(): names what is missing.
   [[noreturn]] void fail_timeout(Duration limit);
   void fence() noexcept;
+  /// On a fault-tolerant Node, whose control plane this collective shares: fails (fenced, as
+  /// any failure) with revoked when the Node is revoked, with peer_gone when a rank is known
+  /// failed (every rank takes part in every round). One atomic load when nothing is new.
+  void check_control();
 
   std::uint32_t rank_;
   std::uint32_t world_;
@@ -212,6 +218,8 @@ class AllToAllCore : public std::enable_shared_from_this<AllToAllCore> {
 
   std::optional<std::string> failure_;  // the first failure's what()
   std::array<WorkCompletion, 32> batch_{};
+  std::shared_ptr<ControlPlane> control_;  // the Node's, when it has fault tolerance
+  std::uint64_t control_seen_ = 0;         // its generation last looked at
 };
 
 }  // namespace ibv::net::detail

@@ -50,6 +50,26 @@ std::vector<std::uint32_t> every_rank(std::uint32_t world_size) {
   return ranks;
 }
 
+// An in-band exchange chunk (not an agreement message, which starts with its version, 1): this
+// byte, the sequence (8 bytes), the entry's length and this chunk's offset in it (4 bytes
+// each, little-endian), then the chunk's bytes.
+constexpr auto kExchangeChunk = std::byte{0xe7};
+constexpr std::size_t kChunkHeader = 17;
+
+void put_le(std::span<std::byte> to, std::uint64_t value) {
+  for (auto& byte : to) {
+    byte = static_cast<std::byte>(value & 0xffU);
+    value >>= 8U;
+  }
+}
+
+std::uint64_t get_le(std::span<const std::byte> from) {
+  std::uint64_t value = 0;
+  for (std::size_t i = from.size(); i-- > 0;)
+    value = (value << 8U) | std::to_integer<std::uint64_t>(from[i]);
+  return value;
+}
+
 // A revoke mark: the epoch of the view revoked, and the revoker's rank (as built) + 1.
 std::uint64_t revoke_mark(std::uint32_t epoch, std::uint32_t revoker) noexcept {
   return (std::uint64_t{epoch} << 32) | (std::uint64_t{revoker} + 1U);
@@ -560,9 +580,14 @@ bool ControlPlane::take_messages() {
       if (!ok) break;                    // flushed: the peer is gone, or this plane is closing
       if (known_failed(peer)) continue;  // fenced: nothing it says counts, nor is reposted
       const std::size_t at = (std::size_t{peer} * kMessageSlots + slot) * message_bytes_;
+      const auto bytes = std::span(receive_buffers_).subspan(at, std::min(length, message_bytes_));
+      if (!bytes.empty() && bytes[0] == kExchangeChunk) {
+        changed = take_chunk(peer, bytes) || changed;
+        post_receive(peer, slot);
+        continue;
+      }
       try {
-        const AgreementMessage message = decode_agreement_message(
-            std::span(receive_buffers_).subspan(at, std::min(length, message_bytes_)));
+        const AgreementMessage message = decode_agreement_message(bytes);
         if (const auto found = instances_.find(message.instance); found != instances_.end()) {
           found->second.agreement.on_message(peer, message);
           changed = true;
@@ -635,6 +660,87 @@ void ControlPlane::send_message(std::uint32_t peer, std::vector<std::byte> bytes
   std::copy(bytes.begin(), bytes.end(), buffer.begin());
   const std::array data{send_mr_.gather(buffer)};
   sends_[peer].push_back(channels_->post(peer, op::Send{data}));
+}
+
+std::uint32_t ControlPlane::view_size() const {
+  const std::scoped_lock lock(state_mutex_);
+  return static_cast<std::uint32_t>(members_.size());
+}
+
+std::uint32_t ControlPlane::view_rank() const {
+  const std::scoped_lock lock(state_mutex_);
+  return view_of_[rank_];
+}
+
+void ControlPlane::exchange_send(std::uint64_t sequence, std::uint32_t peer,
+                                 std::span<const std::byte> bytes) {
+  std::uint32_t member = 0;
+  {
+    const std::scoped_lock lock(state_mutex_);
+    member = members_.at(peer);
+  }
+  const std::size_t room = message_bytes_ - kChunkHeader;
+  const std::scoped_lock lock(agreement_mutex_, post_mutex_);
+  std::size_t offset = 0;
+  do {
+    const std::size_t length = std::min(room, bytes.size() - offset);
+    std::vector<std::byte> chunk(kChunkHeader + length);
+    chunk[0] = kExchangeChunk;
+    put_le(std::span(chunk).subspan(1, 8), sequence);
+    put_le(std::span(chunk).subspan(9, 4), bytes.size());
+    put_le(std::span(chunk).subspan(13, 4), offset);
+    std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset), length,
+                chunk.begin() + kChunkHeader);
+    send_message(member, std::move(chunk));
+    offset += length;
+  } while (offset < bytes.size());
+}
+
+bool ControlPlane::take_chunk(std::uint32_t peer, std::span<const std::byte> chunk) {
+  if (chunk.size() < kChunkHeader) return false;  // a peer's bug: nothing to take
+  const std::uint64_t sequence = get_le(chunk.subspan(1, 8));
+  const std::uint64_t total = get_le(chunk.subspan(9, 4));
+  const std::uint64_t offset = get_le(chunk.subspan(13, 4));
+  const auto payload = chunk.subspan(kChunkHeader);
+  Entry& entry = entries_[{sequence, peer}];
+  if (!entry.sized) {
+    entry.bytes.resize(total);
+    entry.sized = true;
+  }
+  if (total != entry.bytes.size() || offset > total || payload.size() > total - offset) {
+    return false;  // does not fit the entry it names: dropped, and the entry never completes
+  }
+  std::ranges::copy(payload, entry.bytes.begin() + static_cast<std::ptrdiff_t>(offset));
+  entry.received += payload.size();
+  return entry.received >= entry.bytes.size();
+}
+
+std::optional<std::vector<std::byte>> ControlPlane::exchange_receive(std::uint64_t sequence,
+                                                                     std::uint32_t peer,
+                                                                     Clock::time_point deadline) {
+  std::uint32_t member = 0;
+  {
+    const std::scoped_lock lock(state_mutex_);
+    member = members_.at(peer);
+  }
+  std::unique_lock lock(agreement_mutex_);
+  agreeing_.store(true, std::memory_order_release);
+  stop_changed_.notify_all();  // the detector stops sleeping
+  const auto complete = [&] {
+    const auto found = entries_.find({sequence, member});
+    return found != entries_.end() && found->second.sized &&
+           found->second.received >= found->second.bytes.size();
+  };
+  while (!complete() && !known_failed(member) && Clock::now() < deadline) {
+    agreement_changed_.wait_until(lock,
+                                  std::min(deadline, Clock::now() + std::chrono::milliseconds(10)));
+  }
+  agreeing_.store(false, std::memory_order_release);
+  if (!complete()) return std::nullopt;
+  const auto found = entries_.find({sequence, member});
+  std::vector<std::byte> bytes = std::move(found->second.bytes);
+  entries_.erase(found);
+  return bytes;
 }
 
 }  // namespace ibv::net::detail

@@ -101,6 +101,17 @@ class ControlPlane {
   /// The failed ranks of the value are the view's (ranks out of the view are left out).
   [[nodiscard]] AgreementValue agree(std::uint32_t flags, Duration timeout);
 
+  /// The in-band exchange under ControlBootstrap: sends `bytes` to `peer` (of the view) as
+  /// entry `sequence` of this rank, in control messages (SENDs) of a few dozen bytes each.
+  void exchange_send(std::uint64_t sequence, std::uint32_t peer, std::span<const std::byte> bytes);
+  /// Entry `sequence` of `peer` (of the view), waiting until `deadline`: none when it did not
+  /// come by then or `peer` is known failed. Taking it forgets it.
+  [[nodiscard]] std::optional<std::vector<std::byte>> exchange_receive(
+      std::uint64_t sequence, std::uint32_t peer, std::chrono::steady_clock::time_point deadline);
+  /// The number of ranks of the view, and this rank's rank in it.
+  [[nodiscard]] std::uint32_t view_size() const;
+  [[nodiscard]] std::uint32_t view_rank() const;
+
  private:
   using Clock = std::chrono::steady_clock;
 
@@ -212,6 +223,17 @@ class ControlPlane {
   std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, AgreementMessage>>> early_;
   std::atomic<bool> agreeing_{false};        // an agree() waits: the detector does not sleep
   std::uint64_t agreements_generation_ = 0;  // generation_ the instances were told of
+
+  // In-band exchange entries (ControlBootstrap) by (sequence, sender as built), as they arrive
+  // (under agreement_mutex_; a waiter waits on agreement_changed_).
+  struct Entry {
+    std::vector<std::byte> bytes;
+    std::size_t received = 0;
+    bool sized = false;
+  };
+  std::map<std::pair<std::uint64_t, std::uint32_t>, Entry> entries_;
+  /// Takes one exchange chunk from `peer` (agreement_mutex_ held); true when it completed an entry.
+  bool take_chunk(std::uint32_t peer, std::span<const std::byte> chunk);
 
   // Agreement messages: per peer kMessageSlots receive and send buffers of message_bytes_.
   std::size_t message_bytes_;

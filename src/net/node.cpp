@@ -15,6 +15,7 @@
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
 #include "ibv/net/bootstrap.hpp"
+#include "net/control_bootstrap.hpp"
 #include "net/control_plane.hpp"
 #include "net/rdma_barrier.hpp"
 
@@ -352,7 +353,7 @@ Node PreparedNode::connect(Bootstrap& bootstrap) && {
 
 Node::Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
            BarrierAlgorithm algorithm, Duration barrier_timeout,
-           std::unique_ptr<NodeDatagrams> datagrams, std::unique_ptr<detail::ControlPlane> control)
+           std::unique_ptr<NodeDatagrams> datagrams, std::shared_ptr<detail::ControlPlane> control)
     : MultiChannel(std::move(channels)),
       barrier_(std::move(barrier)),
       algorithm_(algorithm),
@@ -497,7 +498,7 @@ ShrunkNode Node::shrink(std::optional<Duration> timeout) && {
     old.datagrams_.reset();
   }
   std::unique_ptr<detail::RdmaBarrier> barrier = std::move(old.barrier_);
-  std::unique_ptr<detail::ControlPlane> kept_control = std::move(old.control_);
+  std::shared_ptr<detail::ControlPlane> kept_control = std::move(old.control_);
   const BarrierAlgorithm algorithm = old.algorithm_;
   const Duration barrier_timeout = old.timeout_;
   MultiChannel channels = std::move(old).regrouped(survivors);
@@ -505,6 +506,12 @@ ShrunkNode Node::shrink(std::optional<Duration> timeout) && {
   shrunk.node = Node(std::move(channels), std::move(barrier), algorithm, barrier_timeout,
                      std::move(datagrams), std::move(kept_control));
   return shrunk;
+}
+
+Bootstrap& Node::in_band_bootstrap() {
+  static_cast<void>(control("Node::in_band_bootstrap"));  // throws without fault tolerance
+  if (!in_band_) in_band_ = std::make_unique<detail::ControlBootstrap>(control_, timeout_);
+  return *in_band_;
 }
 
 std::optional<std::uint32_t> Node::revoked_by() const {

@@ -26,6 +26,7 @@
 
 #include "child_role.hpp"
 #include "device_fixture.hpp"
+#include "ibv/collective/persistent_all_to_all.hpp"
 #include "node_ranks.hpp"
 #include "support/child_process.hpp"
 #include "support/error_matchers.hpp"
@@ -71,6 +72,8 @@ std::optional<net::RankFailure> failure_of(Node& node, std::uint32_t rank, Clock
 
 /// The bytes each rank writes into each survivor's inbox after a shrink.
 constexpr std::size_t kPart = 4096;
+/// The slot size of the all-to-all tests.
+constexpr std::size_t kSlot = 512;
 
 std::byte pattern_byte(std::uint32_t from, std::uint32_t to, std::size_t at) {
   return static_cast<std::byte>((from * 31U + to * 7U + at) % 251U);
@@ -119,7 +122,7 @@ TEST(FaultTolerance, ANodeWithoutItSaysSo) {
     for (const auto& call : std::vector<std::function<void()>>{
              [&] { (void)node.failed_ranks(); }, [&] { node.revoke(); },
              [&] { (void)node.revoked_by(); }, [&] { (void)node.acknowledge_failures(); },
-             [&] { (void)std::move(node).shrink(); }}) {
+             [&] { (void)node.in_band_bootstrap(); }, [&] { (void)std::move(node).shrink(); }}) {
       EXPECT_TRUE(throws_error(ErrorKind::state, call,
                                {"built without fault tolerance", "fault_tolerance()"}));
     }
@@ -258,6 +261,37 @@ TEST(FaultTolerance, TheSurvivorsOfARevokedNodeShrinkAndTheirNodeIsNotRevoked) {
       with_fault_tolerance);
 }
 
+TEST(FaultTolerance, ARevokeEndsTheAllToAllsRoundOnEveryOtherRank) {
+  // Ranks 1 and 2 wait in a round that rank 0 never starts; rank 0 revokes the Node.
+  std::atomic<int> done{0};
+  run_ranks(
+      3,
+      [&](Node& node, net::Bootstrap& bootstrap) {
+        std::vector<std::byte> send(3 * kSlot);
+        std::vector<std::byte> receive(3 * 2 * kSlot);
+        const MemoryRegion send_mr = node.protection_domain().register_local(send);
+        const MemoryRegion receive_mr =
+            node.protection_domain().register_remote_accessible(receive, RemoteAccess::write());
+        net::PersistentAllToAll all_to_all(node, bootstrap, send_mr, receive_mr,
+                                           {.slot_size = kSlot, .slots_per_peer = 2});
+        node.barrier();
+        if (node.rank() == 0) {
+          std::this_thread::sleep_for(100ms);  // the others wait in their round by now
+          node.revoke();
+        } else {
+          std::vector<std::span<const std::byte>> parts(3, std::span(send).first(kSlot));
+          const auto started = Clock::now();
+          EXPECT_TRUE(throws_error(ErrorKind::revoked, [&] { (void)all_to_all.run(parts); },
+                                   {"PersistentAllToAll", "revoked by rank 0"}));
+          EXPECT_LT(Clock::now() - started, kNamedWithin);  // its timeout is 8 s
+          EXPECT_TRUE(all_to_all.failed());
+        }
+        done.fetch_add(1);
+        while (done.load() < 3) std::this_thread::sleep_for(1ms);
+      },
+      with_fault_tolerance);
+}
+
 TEST(FaultTolerance, EveryRankAgreesOnTheAndOfTheFlagsAgreementAfterAgreement) {
   constexpr int kAgreements = 20;
   run_ranks(
@@ -293,6 +327,70 @@ TEST(FaultTolerance, AnAgreementALiveRankNeverJoinsTimesOut) {
 }
 
 // --- A rank killed as a crash kills it ------------------------------------------------------
+
+/// The byte `at` of round `round`'s part from `from` to `to` in the all-to-all scenarios.
+std::byte part_byte(std::uint64_t round, std::uint32_t from, std::uint32_t to, std::size_t at) {
+  return static_cast<std::byte>((round * 13U + from * 31U + to * 7U + at) % 251U);
+}
+
+/// Runs rounds of `all_to_all` (every part kSlot bytes of part_byte()) until `rounds` ran or
+/// one fails; checks every byte of every part. Returns the rounds that ran and checked.
+std::uint64_t run_checked_rounds(net::PersistentAllToAll& all_to_all, std::span<std::byte> send,
+                                 std::uint64_t rounds) {
+  const std::uint32_t me = all_to_all.rank();
+  const std::uint32_t world = all_to_all.world_size();
+  std::vector<std::span<const std::byte>> parts(world);
+  for (std::uint64_t done = 0; done < rounds; ++done) {
+    const std::uint64_t round = all_to_all.rounds_started();
+    for (std::uint32_t to = 0; to < world; ++to) {
+      const auto part = send.subspan(to * kSlot, kSlot);
+      for (std::size_t at = 0; at < kSlot; ++at) part[at] = part_byte(round, me, to, at);
+      parts[to] = part;
+    }
+    const net::AllToAllRound got = all_to_all.run(parts);
+    for (std::uint32_t from = 0; from < world; ++from) {
+      const auto part = got.part(from);
+      if (part.size() != kSlot) return done;
+      for (std::size_t at = 0; at < kSlot; ++at) {
+        if (part[at] != part_byte(round, from, me, at)) return done;
+      }
+    }
+  }
+  return rounds;
+}
+
+/// The "all_to_all" scenario: rounds until one fails as a rank dies ("FAULT kind=K at_ns=T");
+/// then shrink, the collective built again on the survivors' Node over the same memory
+/// through its in-band bootstrap, and 50 rounds checked ("REBUILT world=W rounds=N at_ns=T").
+/// The victim ("all_to_all-victim") runs rounds until it is killed.
+void all_to_all_and_survive(Node& node, net::Bootstrap& bootstrap, bool victim) {
+  std::vector<std::byte> send(node.world_size() * kSlot);
+  std::vector<std::byte> receive(node.world_size() * 2 * kSlot);
+  const MemoryRegion send_mr = node.protection_domain().register_local(send);
+  const MemoryRegion receive_mr =
+      node.protection_domain().register_remote_accessible(receive, RemoteAccess::write());
+  const net::AllToAllSettings settings{.slot_size = kSlot, .slots_per_peer = 2};
+  auto all_to_all =
+      std::make_optional<net::PersistentAllToAll>(node, bootstrap, send_mr, receive_mr, settings);
+  std::printf("READY\n");
+  std::fflush(stdout);
+  try {
+    static_cast<void>(run_checked_rounds(*all_to_all, send, victim ? ~0ULL : 1'000'000));
+    std::printf("NO FAULT\n");
+    return;
+  } catch (const Error& error) {
+    std::printf("FAULT kind=%s at_ns=%lld what=%s\n", std::string(to_string(error.kind())).c_str(),
+                static_cast<long long>(now_ns()), error.what());
+  }
+  all_to_all.reset();
+  net::ShrunkNode shrunk = std::move(node).shrink();
+  net::PersistentAllToAll rebuilt(shrunk.node, shrunk.node.in_band_bootstrap(), send_mr, receive_mr,
+                                  settings);
+  const std::uint64_t rounds = run_checked_rounds(rebuilt, send, 50);
+  std::printf("REBUILT world=%u rounds=%llu at_ns=%lld\n", shrunk.node.world_size(),
+              static_cast<unsigned long long>(rounds), static_cast<long long>(now_ns()));
+  shrunk.node.barrier();  // no rank destroys its collective while another still runs a round
+}
 
 /// The "shrink" scenario after its barrier: shrinks `node`, says so, and checks the survivors'
 /// barriers and bytes (survivors_exchange()).
@@ -347,6 +445,10 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
         pd.register_remote_accessible(exchange_inbox, RemoteAccess::write());
     const std::vector<RemoteMemoryRegion> exchange_inboxes =
         exchanger.all_gather(exchange_mr.remote());
+    if (scenario.starts_with("all_to_all")) {
+      all_to_all_and_survive(node, exchanger, scenario == "all_to_all-victim");
+      return 0;
+    }
     node.barrier();
     if (scenario == "stalled-victim") std::signal(SIGCONT, [](int) { continued = 1; });
     std::printf("READY\n");
@@ -462,6 +564,11 @@ struct Killed {
   std::int64_t killed_at_ns = 0;
 };
 
+/// What the victim of `scenario` does until it is killed.
+std::string victim_scenario(const std::string& scenario) {
+  return scenario == "all_to_all" ? "all_to_all-victim" : "victim";
+}
+
 Killed kill_one_of_four(std::uint32_t victim, const std::string& scenario) {
   constexpr std::uint32_t kWorld = 4;
   const TemporaryDirectory directory("fault_tolerance");
@@ -471,8 +578,9 @@ Killed kill_one_of_four(std::uint32_t victim, const std::string& scenario) {
   std::vector<std::unique_ptr<ChildProcess>> ranks;
   for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
     ranks.push_back(std::make_unique<ChildProcess>(
-        child_role_command("fault_tolerant_rank", {config_file.string(), std::to_string(rank),
-                                                   rank == victim ? "victim" : scenario}),
+        child_role_command("fault_tolerant_rank",
+                           {config_file.string(), std::to_string(rank),
+                            rank == victim ? victim_scenario(scenario) : scenario}),
         kChildLimit, directory.path() / ("rank" + std::to_string(rank) + ".out")));
   }
   Killed killed;
@@ -537,6 +645,27 @@ TEST(FaultToleranceKill, RankZeroKilledInABarrierTheSurvivorsShrinkAndMoveEveryB
     EXPECT_LT(after, kNamedWithinMs) << out;
     std::printf("[ figures  ] rank %u held the shrunken Node %.1f ms after the kill\n", rank,
                 after);
+  }
+}
+
+TEST(FaultToleranceKill, ARankKilledMidAllToAllTheSurvivorsShrinkRebuildAndCheckEveryByte) {
+  // Rank 2 dies while every rank runs rounds: the survivors' round ends peer_gone within the
+  // detection bound (not the 8 s operation timeout), they shrink, build the collective again
+  // over the same memory through the Node's in-band bootstrap, and run rounds of 3.
+  const Killed killed = kill_one_of_four(2, "all_to_all");
+  for (std::uint32_t rank : {0U, 1U, 3U}) {
+    const std::string& out = killed.out[rank];
+    EXPECT_EQ(field(out, "FAULT", "kind"), "peer_gone") << out;
+    EXPECT_NE(field(out, "FAULT", "what").value_or("").find("rank 2 ("), std::string::npos) << out;
+    const double failed = milliseconds_after(killed.killed_at_ns, field(out, "FAULT", "at_ns"));
+    EXPECT_LT(failed, kNamedWithinMs) << out;
+    EXPECT_EQ(field(out, "REBUILT", "world"), "3") << out;
+    EXPECT_EQ(field(out, "REBUILT", "rounds"), "50") << out;
+    const double rebuilt = milliseconds_after(killed.killed_at_ns, field(out, "REBUILT", "at_ns"));
+    std::printf(
+        "[ figures  ] rank %u: round failed %.1f ms after the kill, 50 rounds of 3 ran "
+        "%.1f ms after it\n",
+        rank, failed, rebuilt);
   }
 }
 

@@ -72,6 +72,14 @@ class Node;
 ///   failure (test:
 ///   `AllToAllFault.ARankThatStopsCallingIsNamedWithinTheTimeoutAndCannotWriteAfterTheFence`). The
 ///   peers' rounds then fail too. [docs/safety.md](docs/safety.md)
+/// - **On a fault-tolerant Node** (NodeBuilder::fault_tolerance()) the collective shares the
+///   Node's failure detector (and keeps it running while it lives): a rank known failed ends
+///   the round with ibv::Error (peer_gone) naming it within the detection bound, a revoke of
+///   the Node with (revoked), fenced as above (tests:
+///   `FaultToleranceKill.ARankKilledMidAllToAllTheSurvivorsShrinkRebuildAndCheckEveryByte`,
+///   `FaultTolerance.ARevokeEndsTheAllToAllsRoundOnEveryOtherRank`). To go on, shrink the Node
+///   and build the collective again on it with its in_band_bootstrap(), over the same memory
+///   ([docs/all-to-all.md](docs/all-to-all.md)).
 /// - **Ending.** A rank's last wait() returns once its own parts have landed and its writes are
 ///   acknowledged, while a peer may still be in that round (waiting for the acknowledgement of
 ///   its last write, say). Pass a barrier on every rank (Node::barrier) before destroying the

@@ -42,6 +42,8 @@ class PreparedNode;
 class Node;
 
 namespace detail {
+class AllToAllCore;
+class ControlBootstrap;
 class ControlPlane;
 class RdmaBarrier;
 }  // namespace detail
@@ -329,12 +331,21 @@ class Node : public MultiChannel {
   /// `FaultTolerance.TheSurvivorsOfARevokedNodeShrinkAndTheirNodeIsNotRevoked`. How to go on
   /// after a lost rank: docs/fault-tolerance.md.
   [[nodiscard]] ShrunkNode shrink(std::optional<Duration> timeout = {}) &&;
+  /// A Bootstrap over this Node's control plane (in band: SENDs on the control queue pairs, no
+  /// TCP) with this Node's rank and world: what a shrunken Node builds its collectives with (a
+  /// PersistentAllToAll), since the bootstrap it started with has another world and may need
+  /// a rank that is gone (a rendezvous's root). Every exchange ends within the barrier timeout,
+  /// or as soon as a rank it needs is known failed (peer_gone). The reference stays valid while
+  /// this Node lives, also when it is moved. Throws ibv::Error (state) without fault tolerance
+  /// (test: `FaultTolerance.ANodeWithoutItSaysSo`).
+  [[nodiscard]] Bootstrap& in_band_bootstrap();
 
  private:
-  friend class PreparedNode;  // PreparedNode::handshake() makes every Node
+  friend class PreparedNode;          // PreparedNode::handshake() makes every Node
+  friend class detail::AllToAllCore;  // a collective watches the Node's control plane
   Node(MultiChannel channels, std::unique_ptr<detail::RdmaBarrier> barrier,
        BarrierAlgorithm algorithm, Duration barrier_timeout,
-       std::unique_ptr<NodeDatagrams> datagrams, std::unique_ptr<detail::ControlPlane> control);
+       std::unique_ptr<NodeDatagrams> datagrams, std::shared_ptr<detail::ControlPlane> control);
   /// The control plane; throws ibv::Error (state) from `operation` when there is none (test:
   /// `FaultTolerance.ANodeWithoutItSaysSo`).
   detail::ControlPlane& control(std::string_view operation) const;
@@ -347,7 +358,8 @@ class Node : public MultiChannel {
   BarrierAlgorithm algorithm_;
   Duration timeout_;
   std::unique_ptr<NodeDatagrams> datagrams_;
-  std::unique_ptr<detail::ControlPlane> control_;
+  std::shared_ptr<detail::ControlPlane> control_;      // shared with the Node's collectives
+  std::unique_ptr<detail::ControlBootstrap> in_band_;  // made by the first in_band_bootstrap()
   std::vector<bool> fenced_;                 // [rank]: its channel moved to the error state
   std::uint64_t fenced_generation_ = 0;      // the control plane's generation fenced up to
   std::vector<std::uint32_t> acknowledged_;  // by rank
