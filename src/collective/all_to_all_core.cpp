@@ -541,7 +541,8 @@ AllToAllRound AllToAllCore::wait(std::optional<Duration> timeout) {
       [&](Clock::duration left) {
         // A failure or a revoke raises no completion here: sleep no longer than a look at the
         // control plane may wait.
-        (void)completion_channel_->wait_and_consume(control_ ? std::min<Clock::duration>(left, kControlLook) : left);
+        (void)completion_channel_->wait_and_consume(
+            control_ ? std::min<Clock::duration>(left, kControlLook) : left);
       },
       [](Clock::time_point) {});
   if (!done) fail_timeout(limit);
