@@ -11,9 +11,16 @@
 // to the others (its own fragments excluded), the job's events per second and the spread of
 // the fragment sizes.
 //
+// With --survive the Node watches its peers (NodeBuilder::fault_tolerance()): when a rank is
+// lost, the others say which, shrink the Node to themselves, build the all-to-all again on it
+// over the same memory and go on from the next round, every fragment still checked (the events
+// of the rounds in flight at the loss are lost). --kill RANK@ROUND makes rank RANK kill itself
+// (SIGKILL, as a crash) before it produces round ROUND, to see it happen.
+//
 //   event_builder [--rounds N] [--events-per-round N] [--fragment-size MEAN[,MAX]] [--seed N]
 //                 [--slot-size BYTES] [--slots-per-peer N] [--peers-in-flight N]
 //                 [--timeout-ms N] [--gid-index N] [--config FILE] [--rank N] [--world N]
+//                 [--survive] [--kill RANK@ROUND]
 //
 // Defaults: 300 rounds, 4 events per builder and round, payloads of 1024,2048 bytes (MEAN alone
 // means MAX = 2 x MEAN), slots just big enough for a part. `mpirun -np 4 event_builder` needs no
@@ -23,6 +30,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +74,8 @@ struct Options {
   std::uint32_t peers_in_flight = 0;  // 0: all peers
   std::optional<std::uint32_t> gid_index;
   std::chrono::milliseconds timeout = 30s;
+  bool survive = false;
+  std::optional<std::pair<std::uint32_t, std::uint64_t>> kill;  // rank, round
 };
 
 [[noreturn]] void usage(std::string_view problem) {
@@ -75,7 +85,8 @@ struct Options {
                "[--fragment-size MEAN[,MAX]] [--seed N]\n"
                "                     [--slot-size BYTES] [--slots-per-peer N] "
                "[--peers-in-flight N] [--timeout-ms N]\n"
-               "                     [--gid-index N] [--config FILE] [--rank N] [--world N]\n",
+               "                     [--gid-index N] [--config FILE] [--rank N] [--world N]\n"
+               "                     [--survive] [--kill RANK@ROUND]\n",
                static_cast<int>(problem.size()), problem.data());
   std::exit(2);
 }
@@ -113,6 +124,10 @@ Options parse(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string_view flag = argv[i];
+    if (flag == "--survive") {
+      options.survive = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(std::string(flag) + " wants a value");
     const std::string value = argv[++i];
     if (flag == "--config") {
@@ -142,10 +157,15 @@ Options parse(int argc, char** argv) {
       options.timeout = std::chrono::milliseconds(number(flag, value));
     } else if (flag == "--gid-index") {
       options.gid_index = number(flag, value);
+    } else if (flag == "--kill") {
+      const std::size_t at = value.find('@');
+      if (at == std::string::npos) usage("--kill wants RANK@ROUND, not '" + value + "'");
+      options.kill.emplace(number(flag, value.substr(0, at)), number(flag, value.substr(at + 1)));
     } else {
       usage("unknown option " + std::string(flag));
     }
   }
+  if (options.kill && !options.survive) usage("--kill needs --survive");
   check_sizes(options);
   return options;
 }
@@ -210,40 +230,65 @@ class EventBuilder {
         send_mr_(node.protection_domain().register_local(send_)),
         receive_mr_(node.protection_domain().register_remote_accessible(
             receive_, ibv::RemoteAccess::write())),
-        all_to_all_(node, bootstrap, send_mr_, receive_mr_,
-                    {.slot_size = options.slot_size,
-                     .slots_per_peer = options.slots_per_peer,
-                     .peers_in_flight = options.peers_in_flight,
-                     .timeout = options.timeout}),
+        all_to_all_(std::in_place, node, bootstrap, send_mr_, receive_mr_, settings()),
         parts_(world_),
         figures_(kFirstBin + kBins, 0) {
     figures_[kMinSize] = UINT64_MAX;
   }
 
-  /// Runs the rounds, pipelined: round n is on the wire while round n - 1 is built, then
-  /// n - 1's slots go back to the senders. Throws naming the first bad fragment.
-  void run(std::uint32_t rounds) {
+  /// Runs rounds `first` to `rounds` - 1, pipelined: round n is on the wire while round n - 1
+  /// is built, then n - 1's slots go back to the senders. Throws naming the first bad fragment,
+  /// or the collective's error (next_round() says where to go on).
+  void run(std::uint64_t first, std::uint64_t rounds) {
     const auto started = std::chrono::steady_clock::now();
-    if (rounds > 0) {
-      net::AllToAllRound held = all_to_all_.run(produce(0));
-      for (std::uint64_t n = 1; n < rounds; ++n) {
-        all_to_all_.start(produce(n));
+    first_ = first;
+    next_ = first;
+    try {
+      if (first < rounds) {
+        net::AllToAllRound held = all_to_all_->run(produce(first));
+        for (std::uint64_t n = first + 1; n < rounds; ++n) {
+          all_to_all_->start(produce(n));
+          build(held);
+          held.release();
+          held = all_to_all_->wait();
+        }
         build(held);
-        held.release();
-        held = all_to_all_.wait();
       }
-      build(held);
+    } catch (...) {
+      figures_[kNanoseconds] +=
+          static_cast<std::uint64_t>((std::chrono::steady_clock::now() - started) / 1ns);
+      throw;
     }
-    figures_[kNanoseconds] =
+    figures_[kNanoseconds] +=
         static_cast<std::uint64_t>((std::chrono::steady_clock::now() - started) / 1ns);
   }
 
+  /// The first round not built here yet.
+  [[nodiscard]] std::uint64_t next_round() const noexcept { return next_; }
+
+  /// After a lost rank: the collective again, on the survivors' `node` (through its in-band
+  /// bootstrap, the job's having another world now) over the same memory.
+  void rebuild(net::Node& node) {
+    all_to_all_.reset();  // fenced by the failure already
+    rank_ = node.rank();
+    world_ = node.world_size();
+    parts_.assign(world_, {});
+    all_to_all_.emplace(node, node.in_band_bootstrap(), send_mr_, receive_mr_, settings());
+  }
+
   [[nodiscard]] const Figures& figures() const noexcept { return figures_; }
-  [[nodiscard]] std::uint32_t peers_in_flight() const noexcept {
-    return all_to_all_.settings().peers_in_flight;
+  [[nodiscard]] std::uint32_t peers_in_flight() const {
+    return all_to_all_->settings().peers_in_flight;
   }
 
  private:
+  [[nodiscard]] net::AllToAllSettings settings() const {
+    return {.slot_size = options_.slot_size,
+            .slots_per_peer = options_.slots_per_peer,
+            .peers_in_flight = options_.peers_in_flight,
+            .timeout = options_.timeout};
+  }
+
   /// Event j of `builder` in `round`; events of one round are numbered consecutively.
   [[nodiscard]] std::uint64_t event(std::uint64_t round, std::uint32_t j,
                                     std::uint32_t builder) const {
@@ -252,6 +297,12 @@ class EventBuilder {
 
   /// Writes this rank's fragments of `round` into the send memory, one part per builder.
   std::span<const std::span<const std::byte>> produce(std::uint64_t round) {
+    if (options_.kill && options_.kill->first == rank_ && options_.kill->second == round) {
+      std::printf("rank %u: killing itself (SIGKILL) before round %" PRIu64 ", as --kill says\n",
+                  rank_, round);
+      std::fflush(stdout);
+      std::raise(SIGKILL);
+    }
     for (std::uint32_t builder = 0; builder < world_; ++builder) {
       const std::span<std::byte> part = std::span(send_).subspan(builder * options_.slot_size);
       std::size_t used = 0;
@@ -274,13 +325,15 @@ class EventBuilder {
     return parts_;
   }
 
-  /// Assembles this rank's events of `round`, each from one fragment of every rank, and
-  /// checks every fragment; throws naming the first that is wrong.
-  void build(const net::AllToAllRound& round) {
+  /// Assembles this rank's events of `held` (the collective's rounds count from first_), each
+  /// from one fragment of every rank, and checks every fragment; throws naming the first that
+  /// is wrong.
+  void build(const net::AllToAllRound& held) {
+    const std::uint64_t round = first_ + held.number();
     std::vector<std::span<const std::byte>> rest(world_);  // [source]: its part, not yet read
-    for (std::uint32_t source = 0; source < world_; ++source) rest[source] = round.part(source);
+    for (std::uint32_t source = 0; source < world_; ++source) rest[source] = held.part(source);
     for (std::uint32_t j = 0; j < options_.events_per_round; ++j) {
-      const std::uint64_t e = event(round.number(), j, rank_);
+      const std::uint64_t e = event(round, j, rank_);
       for (std::uint32_t source = 0; source < world_; ++source) {
         rest[source] = rest[source].subspan(check_fragment(e, source, rest[source]));
       }
@@ -288,10 +341,11 @@ class EventBuilder {
     }
     for (std::uint32_t source = 0; source < world_; ++source) {
       if (!rest[source].empty()) {
-        fail(event(round.number(), options_.events_per_round - 1, rank_), source,
+        fail(event(round, options_.events_per_round - 1, rank_), source,
              "is followed by " + std::to_string(rest[source].size()) + " bytes too many");
       }
     }
+    next_ = round + 1;
   }
 
   /// Checks the fragment of event `e` from `source` at the start of `bytes`; returns its size.
@@ -332,7 +386,9 @@ class EventBuilder {
   std::vector<std::byte> receive_;
   ibv::MemoryRegion send_mr_;
   ibv::MemoryRegion receive_mr_;
-  net::PersistentAllToAll all_to_all_;
+  std::optional<net::PersistentAllToAll> all_to_all_;
+  std::uint64_t first_ = 0;                        // the round the collective's round 0 is
+  std::uint64_t next_ = 0;                         // the first round not built yet
   std::vector<std::span<const std::byte>> parts_;  // [builder] of the round being produced
   Figures figures_;
 };
@@ -398,12 +454,12 @@ int main(int argc, char** argv) try {
   ibv::QueuePairSettings settings;
   if (options.gid_index) settings.gid_index = *options.gid_index;
   // Ranks may share cores (mpirun --oversubscribe, the testbed): spin briefly, then sleep.
-  net::Node node = net::NodeBuilder(pd, rank, bootstrap->world_size())
-                       .queue_pair(settings)
-                       .wait_mode(ibv::WaitMode::spin_then_block(50us))
-                       .barrier_timeout(options.timeout)
-                       .build()
-                       .connect(*bootstrap);
+  net::NodeBuilder node_builder(pd, rank, bootstrap->world_size());
+  node_builder.queue_pair(settings)
+      .wait_mode(ibv::WaitMode::spin_then_block(50us))
+      .barrier_timeout(options.timeout);
+  if (options.survive) node_builder.fault_tolerance();
+  net::Node node = node_builder.build().connect(*bootstrap);
 
   EventBuilder builder(node, *bootstrap, options);
   if (rank == 0) {
@@ -414,11 +470,47 @@ int main(int argc, char** argv) try {
         options.events_per_round * node.world_size(), options.events_per_round, options.slot_size,
         options.slots_per_peer, builder.peers_in_flight());
   }
-  builder.run(options.rounds);
-  // Every rank's figures to rank 0; also keeps every collective alive until all are done.
-  const std::vector<Figures> figures = bootstrap->all_gather(builder.figures());
-  const std::vector<std::string> devices = bootstrap->all_gather(context.name());
-  if (rank == 0) report(figures, devices, options);
+  std::uint64_t first = 0;
+  bool survived = false;
+  for (;;) {
+    try {
+      builder.run(first, options.rounds);
+      break;
+    } catch (const ibv::Error& error) {
+      if (!options.survive ||
+          (error.kind() != ibv::ErrorKind::peer_gone && error.kind() != ibv::ErrorKind::revoked)) {
+        throw;
+      }
+      const std::uint32_t was = node.rank();
+      std::printf("rank %u: the all-to-all failed in round %" PRIu64 ": %s\n", was,
+                  builder.next_round(), error.what());
+      net::ShrunkNode shrunk = std::move(node).shrink();
+      node = std::move(shrunk.node);
+      std::string lost;
+      for (const std::uint32_t r : shrunk.lost)
+        lost += (lost.empty() ? "" : ", ") + std::to_string(r);
+      builder.rebuild(node);
+      // Go on together from the furthest round any survivor built: what the others had not
+      // built of the rounds before it was in flight, and is lost.
+      std::uint64_t furthest = builder.next_round();
+      for (const std::uint64_t next : node.in_band_bootstrap().all_gather(builder.next_round())) {
+        furthest = std::max(furthest, next);
+      }
+      first = furthest;
+      survived = true;
+      std::printf(
+          "rank %u: lost rank(s) %s; now rank %u of %u, the all-to-all rebuilt over the "
+          "same memory, going on from round %" PRIu64 "\n",
+          was, lost.c_str(), node.rank(), node.world_size(), first);
+      std::fflush(stdout);
+    }
+  }
+  // Every rank's figures to rank 0; also keeps every collective alive until all are done. After
+  // a loss the job's bootstrap has another world: the Node's in-band one has this one's.
+  net::Bootstrap& gather = survived ? node.in_band_bootstrap() : *bootstrap;
+  const std::vector<Figures> figures = gather.all_gather(builder.figures());
+  const std::vector<std::string> devices = gather.all_gather(context.name());
+  if (node.rank() == 0) report(figures, devices, options);
   return EXIT_SUCCESS;
 } catch (const std::exception& error) {
   std::fprintf(stderr, "event_builder: %s\n", error.what());

@@ -55,6 +55,8 @@ std::vector<std::uint32_t> every_rank(std::uint32_t world_size) {
 // each, little-endian), then the chunk's bytes.
 constexpr auto kExchangeChunk = std::byte{0xe7};
 constexpr std::size_t kChunkHeader = 17;
+// How often a waiter for an exchange entry looks again without being woken.
+constexpr auto kExchangeLook = std::chrono::milliseconds(10);
 
 void put_le(std::span<std::byte> to, std::uint64_t value) {
   for (auto& byte : to) {
@@ -148,9 +150,34 @@ ControlPlane::~ControlPlane() {
     detector_.join();
   }
   if (!channels_) return;
-  // Tell every reachable peer this rank left: its own bit in its report slot. Best effort and
-  // bounded: each request ends within the retry budget (a dropped handle waits for it).
-  const std::scoped_lock lock(post_mutex_);
+  const std::scoped_lock lock(agreement_mutex_, post_mutex_);
+  send_backlogs();
+  tell_peers_left();
+  end_queue_pairs();
+}
+
+void ControlPlane::send_backlogs() {
+  // Within the detection bound: a peer that takes nothing in that long is as good as gone.
+  const auto until = Clock::now() + settings_.detection_bound();
+  for (bool waiting = true; waiting && Clock::now() < until;) {
+    waiting = false;
+    for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+      if (peer == rank_ || known_failed(peer)) continue;
+      try {
+        while (!sends_[peer].empty() && sends_[peer].front().poll()) sends_[peer].pop_front();
+        while (!backlog_[peer].empty() && sends_[peer].size() < kMessageSlots) {
+          post_message(peer, backlog_[peer].front());
+          backlog_[peer].pop_front();
+        }
+      } catch (const std::exception&) {  // a broken queue pair: nothing more goes there
+        backlog_[peer].clear();
+      }
+      waiting = waiting || !backlog_[peer].empty();
+    }
+  }
+}
+
+void ControlPlane::tell_peers_left() {
   outgoing_[kFirstSlotWord + rank_ / 64] |= std::uint64_t{1} << (rank_ % 64);
   outgoing_[kDoorbellWord] += std::uint64_t{1} << 32;
   try {
@@ -171,6 +198,9 @@ ControlPlane::~ControlPlane() {
     }
   } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): leaving anyway
   }
+}
+
+void ControlPlane::end_queue_pairs() {
   // The receives never complete by themselves: flush every control queue pair, so that no
   // handle waits when it is dropped.
   for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
@@ -180,6 +210,19 @@ ControlPlane::~ControlPlane() {
     } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): already unusable
     }
   }
+  // Their flushes are expected: take them here, so that no dropped handle reports one.
+  const auto take = [&](PendingWork& work) {
+    try {
+      static_cast<void>(work.wait_for(settings_.detection_bound()));
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): flushed, as meant
+    }
+  };
+  for (auto& posted : receives_) {
+    for (auto& [slot, work] : posted) take(work);
+  }
+  for (auto& posted : sends_) std::ranges::for_each(posted, take);
+  for (auto& works : in_flight_) std::ranges::for_each(works, take);
+  if (probe_) take(*probe_);
 }
 
 Endpoint ControlPlane::endpoint_for(std::uint32_t peer) const {
@@ -577,27 +620,28 @@ bool ControlPlane::take_messages() {
       const bool ok = completion->ok();
       const std::size_t length = completion->byte_length();
       posted.pop_front();
-      if (!ok) break;                    // flushed: the peer is gone, or this plane is closing
-      if (known_failed(peer)) continue;  // fenced: nothing it says counts, nor is reposted
+      if (!ok) break;  // flushed: the peer is gone, or this plane is closing
+      // A crashed peer is fenced: nothing it says counts. One that left in good order was sound
+      // until it left, and the exchange entries it sent before still count.
+      if (known_failed(peer) && !left_[peer]) continue;
       const std::size_t at = (std::size_t{peer} * kMessageSlots + slot) * message_bytes_;
       const auto bytes = std::span(receive_buffers_).subspan(at, std::min(length, message_bytes_));
       if (!bytes.empty() && bytes[0] == kExchangeChunk) {
         changed = take_chunk(peer, bytes) || changed;
-        post_receive(peer, slot);
-        continue;
-      }
-      try {
-        const AgreementMessage message = decode_agreement_message(bytes);
-        if (const auto found = instances_.find(message.instance); found != instances_.end()) {
-          found->second.agreement.on_message(peer, message);
-          changed = true;
-        } else if (message.instance >= next_instance_) {
-          early_[message.instance].emplace_back(peer, message);
+      } else if (!known_failed(peer)) {  // the agreements were told it failed: not its votes
+        try {
+          const AgreementMessage message = decode_agreement_message(bytes);
+          if (const auto found = instances_.find(message.instance); found != instances_.end()) {
+            found->second.agreement.on_message(peer, message);
+            changed = true;
+          } else if (message.instance >= next_instance_) {
+            early_[message.instance].emplace_back(peer, message);
+          }
+        } catch (const Error&) {  // NOLINT(bugprone-empty-catch)
+          // Not a message of this version: a peer's bug; the agreement goes on without it.
         }
-      } catch (const Error&) {  // NOLINT(bugprone-empty-catch)
-        // Not a message of this version: a peer's bug; the agreement goes on without it.
       }
-      post_receive(peer, slot);
+      if (!known_failed(peer)) post_receive(peer, slot);
     }
   }
   return changed;
@@ -629,10 +673,9 @@ void ControlPlane::drive_agreements() {
   // Sends that completed free their slots; backlogs go out.
   for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
     while (!sends_[peer].empty() && sends_[peer].front().poll()) sends_[peer].pop_front();
-    while (!backlog_[peer].empty() && sends_[peer].size() < kMessageSlots) {
-      std::vector<std::byte> bytes = std::move(backlog_[peer].front());
+    while (!backlog_[peer].empty() && sends_[peer].size() < kMessageSlots && !known_failed(peer)) {
+      post_message(peer, backlog_[peer].front());
       backlog_[peer].pop_front();
-      send_message(peer, std::move(bytes));
     }
   }
   // The oldest decided instances go once there are more than kKeptInstances: a rank still in
@@ -649,9 +692,13 @@ void ControlPlane::send_message(std::uint32_t peer, std::vector<std::byte> bytes
     backlog_[peer].push_back(std::move(bytes));
     return;
   }
+  post_message(peer, bytes);
+}
+
+void ControlPlane::post_message(std::uint32_t peer, std::span<const std::byte> bytes) {
   if (bytes.size() > message_bytes_) {
-    throw Error(ErrorKind::protocol, "ControlPlane::send_message", EMSGSIZE,
-                "an agreement message of " + std::to_string(bytes.size()) +
+    throw Error(ErrorKind::protocol, "ControlPlane::post_message", EMSGSIZE,
+                "a control message of " + std::to_string(bytes.size()) +
                     " bytes does not fit its buffer of " + std::to_string(message_bytes_));
   }
   const std::size_t slot = next_send_slot_[peer]++ % kMessageSlots;
@@ -731,9 +778,17 @@ std::optional<std::vector<std::byte>> ControlPlane::exchange_receive(std::uint64
     return found != entries_.end() && found->second.sized &&
            found->second.received >= found->second.bytes.size();
   };
-  while (!complete() && !known_failed(member) && Clock::now() < deadline) {
-    agreement_changed_.wait_until(lock,
-                                  std::min(deadline, Clock::now() + std::chrono::milliseconds(10)));
+  // A rank that left in good order sent its entries before its mark that it left (the same
+  // queue pair, in order), but the mark may be read before they are taken: give them a few
+  // ticks once the rank is known failed.
+  std::optional<Clock::time_point> given_up;
+  while (!complete() && Clock::now() < deadline) {
+    if (known_failed(member)) {
+      const auto now = Clock::now();
+      if (!given_up) given_up = now + std::chrono::nanoseconds(settings_.probe_interval);
+      if (now >= *given_up) break;
+    }
+    agreement_changed_.wait_until(lock, std::min(deadline, Clock::now() + kExchangeLook));
   }
   agreeing_.store(false, std::memory_order_release);
   if (!complete()) return std::nullopt;

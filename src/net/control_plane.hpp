@@ -115,6 +115,13 @@ class ControlPlane {
  private:
   using Clock = std::chrono::steady_clock;
 
+  // Leaving (the destructor; agreement_mutex_ and post_mutex_ held): the messages still
+  // waiting for a send slot, then this rank's mark that it left (after them: the same queue
+  // pairs, in order), then every control queue pair flushed and its handles taken.
+  void send_backlogs();
+  void tell_peers_left();
+  void end_queue_pairs();
+
   /// The detector thread's loop.
   void run();
   /// One round of the loop: the probe, completions, the block, telling the peers.
@@ -153,8 +160,11 @@ class ControlPlane {
   /// Hands every agreement message that arrived to its instance (or keeps it for an instance
   /// not started yet) and reposts its receive; true when an instance got one.
   bool take_messages();
-  /// Sends one encoded message to `peer`, or keeps it for later when its send slots are busy.
+  /// Sends one encoded message to `peer`, or keeps it for later (after those kept already)
+  /// when its send slots are busy.
   void send_message(std::uint32_t peer, std::vector<std::byte> bytes);
+  /// Posts one encoded message to `peer` into its next send slot (one must be free).
+  void post_message(std::uint32_t peer, std::span<const std::byte> bytes);
   /// Posts the receive of slot `slot` of `peer`'s receive buffers.
   void post_receive(std::uint32_t peer, std::size_t slot);
   /// Every rank known failed, as a RankSet.

@@ -268,7 +268,7 @@ TEST(FaultTolerance, ARevokeEndsTheAllToAllsRoundOnEveryOtherRank) {
       3,
       [&](Node& node, net::Bootstrap& bootstrap) {
         std::vector<std::byte> send(3 * kSlot);
-        std::vector<std::byte> receive(3 * 2 * kSlot);
+        std::vector<std::byte> receive(kSlot * 2 * 3);
         const MemoryRegion send_mr = node.protection_domain().register_local(send);
         const MemoryRegion receive_mr =
             node.protection_domain().register_remote_accessible(receive, RemoteAccess::write());
@@ -330,7 +330,8 @@ TEST(FaultTolerance, AnAgreementALiveRankNeverJoinsTimesOut) {
 
 /// The byte `at` of round `round`'s part from `from` to `to` in the all-to-all scenarios.
 std::byte part_byte(std::uint64_t round, std::uint32_t from, std::uint32_t to, std::size_t at) {
-  return static_cast<std::byte>((round * 13U + from * 31U + to * 7U + at) % 251U);
+  return static_cast<std::byte>(
+      (round * 13U + std::uint64_t{from} * 31U + std::uint64_t{to} * 7U + at) % 251U);
 }
 
 /// Runs rounds of `all_to_all` (every part kSlot bytes of part_byte()) until `rounds` ran or
@@ -365,7 +366,7 @@ std::uint64_t run_checked_rounds(net::PersistentAllToAll& all_to_all, std::span<
 /// The victim ("all_to_all-victim") runs rounds until it is killed.
 void all_to_all_and_survive(Node& node, net::Bootstrap& bootstrap, bool victim) {
   std::vector<std::byte> send(node.world_size() * kSlot);
-  std::vector<std::byte> receive(node.world_size() * 2 * kSlot);
+  std::vector<std::byte> receive(kSlot * 2 * node.world_size());
   const MemoryRegion send_mr = node.protection_domain().register_local(send);
   const MemoryRegion receive_mr =
       node.protection_domain().register_remote_accessible(receive, RemoteAccess::write());

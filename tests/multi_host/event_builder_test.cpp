@@ -82,5 +82,53 @@ TEST(MultiHostExample, TheEventBuilderBuildsEveryEventOneRankPerHost) {
   EXPECT_EQ(sizes[4].str(), std::to_string(kRounds * kEventsPerBuilder * ranks * ranks));
 }
 
+TEST(MultiHostExample, TheEventBuilderSurvivesALostRankAndBuildsOn) {
+  // --survive, and the last rank kills itself before round 40 of 100: every other rank names
+  // it, shrinks, rebuilds the all-to-all and goes on to the last round, every fragment checked.
+  auto& world = multi_host();
+  const auto config = world.config(world.fresh_port_offset());
+  const std::filesystem::path example =
+      std::filesystem::read_symlink("/proc/self/exe").parent_path() / "event_builder";
+  ASSERT_TRUE(std::filesystem::exists(example)) << example << " was not built";
+  const TemporaryDirectory files("ibv_event_builder_survive");
+  const std::filesystem::path hosts = files.path() / "hosts.json";
+  std::ofstream(hosts) << config.to_json();
+  const std::uint32_t ranks = world.world_size();
+  const std::uint32_t victim = ranks - 1;
+  std::vector<std::string> args{example.string(),
+                                "--config",
+                                hosts.string(),
+                                "--rank",
+                                std::to_string(world.rank()),
+                                "--rounds",
+                                "100",
+                                "--timeout-ms",
+                                "60000",
+                                "--survive",
+                                "--kill",
+                                std::to_string(victim) + "@40"};
+  if (world.gid_index()) {
+    args.emplace_back("--gid-index");
+    args.push_back(std::to_string(*world.gid_index()));
+  }
+  ChildProcess example_rank(args, 300s, files.path() / "output.txt");
+  const std::optional<int> status = example_rank.wait();
+  const std::string output = example_rank.out();
+  std::printf("%s", output.c_str());  // into this rank's log
+  if (world.rank() == victim) {
+    EXPECT_EQ(status, std::nullopt) << example_rank.describe();  // it died of its SIGKILL
+    EXPECT_THAT(output, ContainsRegex("killing itself \\(SIGKILL\\) before round 40"));
+    return;
+  }
+  ASSERT_EQ(status, 0) << example_rank.describe();
+  EXPECT_THAT(output, ContainsRegex("lost rank\\(s\\) " + std::to_string(victim) + "; now rank " +
+                                    std::to_string(world.rank()) + " of " +
+                                    std::to_string(ranks - 1) + ", the all-to-all rebuilt"));
+  if (world.rank() == 0) {
+    EXPECT_THAT(output, ContainsRegex("all ranks: [0-9]+ events in [0-9.]+ s, [0-9]+ events/s; "
+                                      "every fragment's"));
+  }
+}
+
 }  // namespace
 }  // namespace ibv::test
