@@ -8,6 +8,7 @@
 // with times on steady_clock (the same clock in every process of the machine), and this
 // process checks them. Bounds here are upper bounds with room for emulation, not speed tests:
 // the figures are printed.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -415,7 +417,9 @@ void shrink_and_exchange(Node& node, std::span<std::byte> inbox,
 /// waits until it knows rank 2 failed, then watches its inbox ("INBOX untouched"), while
 /// "stalled-victim" is stopped, continued, and writes into rank 0's inbox ("WRITE kind=K");
 /// "shrink" does as "barrier", then shrinks ("SHRUNK rank=R world=W lost=L at_ns=T") and
-/// checks barriers and every byte among the survivors ("EXCHANGED every byte").
+/// checks barriers and every byte among the survivors ("EXCHANGED every byte"); "revoker"
+/// revokes ("REVOKED") and waits to be killed; "revoked" waits for the revoke
+/// ("REVOKED_SEEN by=R"), then shrinks as "shrink" does.
 volatile std::sig_atomic_t continued = 0;  // set by the SIGCONT a stopped victim gets
 
 int fault_tolerant_rank(const std::vector<std::string>& args) {
@@ -456,6 +460,23 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
     std::fflush(stdout);
     if (scenario == "victim") {
       std::this_thread::sleep_for(kChildLimit);
+      return 0;
+    }
+    if (scenario == "revoker") {  // revokes, and is killed right after
+      std::this_thread::sleep_for(200ms);  // every other rank is past the barrier before READY
+      node.revoke();
+      std::printf("REVOKED\n");
+      std::fflush(stdout);
+      std::this_thread::sleep_for(kChildLimit);
+      return 0;
+    }
+    if (scenario == "revoked") {  // sees the revoke, then shrinks without the revoker
+      const auto until = Clock::now() + kNamedWithin;
+      while (!node.revoked_by() && Clock::now() < until) std::this_thread::sleep_for(1ms);
+      std::printf("REVOKED_SEEN by=%d\n",
+                  node.revoked_by() ? static_cast<int>(*node.revoked_by()) : -1);
+      std::fflush(stdout);
+      shrink_and_exchange(node, exchange_inbox, exchange_inboxes);
       return 0;
     }
     if (scenario == "idle") {
@@ -558,44 +579,67 @@ bool wait_for_line(ChildProcess& child, const std::string& tag) {
   return false;
 }
 
-/// A world of 4 child ranks; rank `victim` is killed once all are READY, the others doing
-/// `scenario`. Returns each survivor's output, by rank, and when the victim was killed.
+/// What the victim of `scenario` does until it is killed.
+std::string victim_scenario(const std::string& scenario) {
+  if (scenario == "all_to_all") return "all_to_all-victim";
+  if (scenario == "revoked") return "revoker";
+  return "victim";
+}
+
+/// Four child ranks of one world in `directory`, rank r playing `role(r)`.
+struct FourRanks {
+  static constexpr std::uint32_t kWorld = 4;
+  FourRanks(const TemporaryDirectory& directory,
+            const std::function<std::string(std::uint32_t)>& role) {
+    const auto config = local_config(kWorld, open_test_device().name());
+    const auto config_file = directory.path() / "world.json";
+    std::ofstream(config_file) << config.to_json();
+    for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
+      ranks.push_back(std::make_unique<ChildProcess>(
+          child_role_command("fault_tolerant_rank",
+                             {config_file.string(), std::to_string(rank), role(rank)}),
+          kChildLimit, directory.path() / ("rank" + std::to_string(rank) + ".out")));
+    }
+  }
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+};
+
+/// A world of 4 child ranks; the `victims` are killed at once (SIGKILL) once all are READY
+/// (and, for "revoked", once the victim has revoked), the others doing `scenario`. Returns
+/// each survivor's output, by rank, and when the victims were killed.
 struct Killed {
-  std::vector<std::string> out;  // [rank]; empty for the victim
+  std::vector<std::string> out;  // [rank]; empty for a victim
   std::int64_t killed_at_ns = 0;
 };
 
-/// What the victim of `scenario` does until it is killed.
-std::string victim_scenario(const std::string& scenario) {
-  return scenario == "all_to_all" ? "all_to_all-victim" : "victim";
+Killed kill_of_four(const std::vector<std::uint32_t>& victims, const std::string& scenario) {
+  const auto is_victim = [&](std::uint32_t rank) {
+    return std::ranges::find(victims, rank) != victims.end();
+  };
+  const TemporaryDirectory directory("fault_tolerance");
+  FourRanks world(directory, [&](std::uint32_t rank) {
+    return is_victim(rank) ? victim_scenario(scenario) : scenario;
+  });
+  Killed killed;
+  for (auto& rank : world.ranks) EXPECT_TRUE(wait_for_line(*rank, "READY")) << rank->describe();
+  if (scenario == "revoked") {
+    EXPECT_TRUE(wait_for_line(*world.ranks[victims.at(0)], "REVOKED"));
+  } else if (scenario != "idle") {
+    std::this_thread::sleep_for(200ms);  // the survivors are in it
+  }
+  for (const std::uint32_t victim : victims) world.ranks[victim]->kill();
+  killed.killed_at_ns = now_ns();
+  killed.out.resize(FourRanks::kWorld);
+  for (std::uint32_t rank = 0; rank < FourRanks::kWorld; ++rank) {
+    if (is_victim(rank)) continue;
+    EXPECT_EQ(world.ranks[rank]->wait(), 0) << world.ranks[rank]->describe();
+    killed.out[rank] = world.ranks[rank]->out();
+  }
+  return killed;
 }
 
 Killed kill_one_of_four(std::uint32_t victim, const std::string& scenario) {
-  constexpr std::uint32_t kWorld = 4;
-  const TemporaryDirectory directory("fault_tolerance");
-  const auto config = local_config(kWorld, open_test_device().name());
-  const auto config_file = directory.path() / "world.json";
-  std::ofstream(config_file) << config.to_json();
-  std::vector<std::unique_ptr<ChildProcess>> ranks;
-  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-    ranks.push_back(std::make_unique<ChildProcess>(
-        child_role_command("fault_tolerant_rank",
-                           {config_file.string(), std::to_string(rank),
-                            rank == victim ? victim_scenario(scenario) : scenario}),
-        kChildLimit, directory.path() / ("rank" + std::to_string(rank) + ".out")));
-  }
-  Killed killed;
-  for (auto& rank : ranks) EXPECT_TRUE(wait_for_line(*rank, "READY")) << rank->describe();
-  if (scenario != "idle") std::this_thread::sleep_for(200ms);  // the survivors are in it
-  ranks[victim]->kill();
-  killed.killed_at_ns = now_ns();
-  killed.out.resize(kWorld);
-  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-    if (rank == victim) continue;
-    EXPECT_EQ(ranks[rank]->wait(), 0) << ranks[rank]->describe();
-    killed.out[rank] = ranks[rank]->out();
-  }
-  return killed;
+  return kill_of_four({victim}, scenario);
 }
 
 double milliseconds_after(std::int64_t from_ns, const std::optional<std::string>& at_ns) {
@@ -649,6 +693,31 @@ TEST(FaultToleranceKill, RankZeroKilledInABarrierTheSurvivorsShrinkAndMoveEveryB
   }
 }
 
+TEST(FaultToleranceKill, TwoRanksKilledAtOnceTheTwoSurvivorsShrinkAndMoveEveryByte) {
+  const Killed killed = kill_of_four({1, 2}, "shrink");
+  for (std::uint32_t rank : {0U, 3U}) {
+    const std::string& out = killed.out[rank];
+    EXPECT_EQ(field(out, "FAULT", "kind"), "peer_gone") << out;
+    EXPECT_EQ(field(out, "SHRUNK", "rank"), rank == 0 ? "0" : "1") << out;
+    EXPECT_EQ(field(out, "SHRUNK", "world"), "2") << out;
+    EXPECT_EQ(field(out, "SHRUNK", "lost"), "1,2") << out;
+    EXPECT_NE(out.find("EXCHANGED every byte"), std::string::npos) << out;
+  }
+}
+
+TEST(FaultToleranceKill, TheRankThatRevokedDiesRightAfterTheOthersSeeItAndShrinkWithoutIt) {
+  // Rank 1 revokes and is killed as soon as it says so: its mark reached every peer (or a peer
+  // passed it on), so every survivor sees the revoke, and the shrunken Node is not revoked.
+  const Killed killed = kill_of_four({1}, "revoked");
+  for (std::uint32_t rank : {0U, 2U, 3U}) {
+    const std::string& out = killed.out[rank];
+    EXPECT_EQ(field(out, "REVOKED_SEEN", "by"), "1") << out;
+    EXPECT_EQ(field(out, "SHRUNK", "world"), "3") << out;
+    EXPECT_EQ(field(out, "SHRUNK", "lost"), "1") << out;
+    EXPECT_NE(out.find("EXCHANGED every byte"), std::string::npos) << out;
+  }
+}
+
 TEST(FaultToleranceKill, ARankKilledMidAllToAllTheSurvivorsShrinkRebuildAndCheckEveryByte) {
   // Rank 2 dies while every rank runs rounds: the survivors' round ends peer_gone within the
   // detection bound (not the 8 s operation timeout), they shrink, build the collective again
@@ -687,19 +756,12 @@ TEST(FaultToleranceKill, TheSurvivorsAgreeOnTheSameValueWhenARankDiesBeforeItsPa
 TEST(FaultToleranceKill, AStoppedRankIsDeclaredFailedAndFencedItsLateWriteLandsNowhere) {
   // Rank 2 is stopped (SIGSTOP): its device still answers the probes, its heartbeat stands
   // still. Once every survivor knows it failed, it is continued and writes into rank 0's inbox.
-  constexpr std::uint32_t kWorld = 4;
+  constexpr std::uint32_t kWorld = FourRanks::kWorld;
   constexpr std::uint32_t kVictim = 2;
   const TemporaryDirectory directory("fault_tolerance_stall");
-  const auto config = local_config(kWorld, open_test_device().name());
-  const auto config_file = directory.path() / "world.json";
-  std::ofstream(config_file) << config.to_json();
-  std::vector<std::unique_ptr<ChildProcess>> ranks;
-  for (std::uint32_t rank = 0; rank < kWorld; ++rank) {
-    ranks.push_back(std::make_unique<ChildProcess>(
-        child_role_command("fault_tolerant_rank", {config_file.string(), std::to_string(rank),
-                                                   rank == kVictim ? "stalled-victim" : "stall"}),
-        kChildLimit, directory.path() / ("rank" + std::to_string(rank) + ".out")));
-  }
+  FourRanks world(directory,
+                  [](std::uint32_t rank) { return rank == kVictim ? "stalled-victim" : "stall"; });
+  auto& ranks = world.ranks;
   for (auto& rank : ranks) ASSERT_TRUE(wait_for_line(*rank, "READY")) << rank->describe();
   ranks[kVictim]->kill(SIGSTOP);
   const std::int64_t stopped_at = now_ns();

@@ -208,6 +208,8 @@ class PreparedNode {
   std::unique_ptr<detail::ControlPlane> control_;
 };
 
+struct ShrunkNode;
+
 /// One connected rank of a job: every MultiChannel call (it is one), barriers over RDMA, and,
 /// when built with NodeBuilder::datagrams(), datagrams to any rank (datagrams()). Move-only;
 /// not thread-safe.
@@ -223,8 +225,6 @@ class PreparedNode {
 ///
 /// How barriers work: [docs/barriers.md](docs/barriers.md); how the ranks find each other:
 /// [docs/bootstrap.md](docs/bootstrap.md).
-struct ShrunkNode;
-
 class Node : public MultiChannel {
  public:
   /// Takes over the channels and the barrier; the moved-from Node may only be destroyed or
@@ -367,6 +367,7 @@ class Node : public MultiChannel {
 
 /// What Node::shrink() gives: the survivors' Node and where each rank went.
 struct ShrunkNode {
+  /// The survivors' Node: this rank is node.rank() of node.world_size() in it.
   Node node;
   /// [rank in the old Node]: its rank in `node`, or none when it was lost.
   std::vector<std::optional<std::uint32_t>> new_rank;
