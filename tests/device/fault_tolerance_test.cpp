@@ -462,7 +462,7 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
       std::this_thread::sleep_for(kChildLimit);
       return 0;
     }
-    if (scenario == "revoker") {  // revokes, and is killed right after
+    if (scenario == "revoker") {           // revokes, and is killed right after
       std::this_thread::sleep_for(200ms);  // every other rank is past the barrier before READY
       node.revoke();
       std::printf("REVOKED\n");
