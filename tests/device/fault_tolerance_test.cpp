@@ -409,6 +409,26 @@ void shrink_and_exchange(Node& node, std::span<std::byte> inbox,
   std::printf("EXCHANGED %s\n", wrong.empty() ? "every byte" : wrong.c_str());
 }
 
+/// The "revoker" scenario (revokes, says so, waits to be killed) and the "revoked" one (waits
+/// for the revoke, says by whom, then shrinks and exchanges as "shrink").
+void revoke_scenario(Node& node, bool revoker, std::span<std::byte> inbox,
+                     const std::vector<RemoteMemoryRegion>& inboxes) {
+  if (revoker) {
+    std::this_thread::sleep_for(200ms);  // every other rank is past the barrier before READY
+    node.revoke();
+    std::printf("REVOKED\n");
+    std::fflush(stdout);
+    std::this_thread::sleep_for(kChildLimit);
+    return;
+  }
+  const auto until = Clock::now() + kNamedWithin;
+  while (!node.revoked_by() && Clock::now() < until) std::this_thread::sleep_for(1ms);
+  const auto revoked_by = node.revoked_by();
+  std::printf("REVOKED_SEEN by=%d\n", revoked_by ? static_cast<int>(*revoked_by) : -1);
+  std::fflush(stdout);
+  shrink_and_exchange(node, inbox, inboxes);
+}
+
 /// Child role: rank `rank` of the world in `config`, fault tolerant; passes a barrier, says
 /// READY, then as `scenario` says: "idle" waits (up to kChildLimit) until it knows that rank 2
 /// failed and prints "FAILED rank=2 cause=C at_ns=T"; "barrier" enters a barrier and prints
@@ -462,21 +482,8 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
       std::this_thread::sleep_for(kChildLimit);
       return 0;
     }
-    if (scenario == "revoker") {           // revokes, and is killed right after
-      std::this_thread::sleep_for(200ms);  // every other rank is past the barrier before READY
-      node.revoke();
-      std::printf("REVOKED\n");
-      std::fflush(stdout);
-      std::this_thread::sleep_for(kChildLimit);
-      return 0;
-    }
-    if (scenario == "revoked") {  // sees the revoke, then shrinks without the revoker
-      const auto until = Clock::now() + kNamedWithin;
-      while (!node.revoked_by() && Clock::now() < until) std::this_thread::sleep_for(1ms);
-      std::printf("REVOKED_SEEN by=%d\n",
-                  node.revoked_by() ? static_cast<int>(*node.revoked_by()) : -1);
-      std::fflush(stdout);
-      shrink_and_exchange(node, exchange_inbox, exchange_inboxes);
+    if (scenario == "revoker" || scenario == "revoked") {
+      revoke_scenario(node, scenario == "revoker", exchange_inbox, exchange_inboxes);
       return 0;
     }
     if (scenario == "idle") {

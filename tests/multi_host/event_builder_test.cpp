@@ -25,39 +25,50 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::ContainsRegex;
 
-TEST(MultiHostExample, TheEventBuilderBuildsEveryEventOneRankPerHost) {
+/// What one rank's run of the example gave: its exit status (none when a signal ended it),
+/// its output and how it ran.
+struct ExampleRun {
+  std::optional<int> status;
+  std::string output;
+  std::string described;
+};
+
+/// Runs the event builder example as this rank over a hosts file of the world, with `options`
+/// after --config, --rank and --timeout-ms 60000; prints its output into this rank's log.
+ExampleRun run_event_builder(const std::vector<std::string>& options) {
   auto& world = multi_host();
   const auto config = world.config(world.fresh_port_offset());
   const std::filesystem::path example =
       std::filesystem::read_symlink("/proc/self/exe").parent_path() / "event_builder";
-  ASSERT_TRUE(std::filesystem::exists(example)) << example << " was not built";
+  if (!std::filesystem::exists(example))
+    return {std::nullopt, "", example.string() + " was not built"};
   const TemporaryDirectory files("ibv_event_builder");
   const std::filesystem::path hosts = files.path() / "hosts.json";
   std::ofstream(hosts) << config.to_json();
-  constexpr std::uint32_t kRounds = 100;
-  constexpr std::uint32_t kEventsPerBuilder = 3;
-  std::vector<std::string> args{example.string(),
-                                "--config",
-                                hosts.string(),
-                                "--rank",
-                                std::to_string(world.rank()),
-                                "--rounds",
-                                std::to_string(kRounds),
-                                "--events-per-round",
-                                std::to_string(kEventsPerBuilder),
-                                "--fragment-size",
-                                "700,1500",
-                                "--timeout-ms",
-                                "60000"};
+  std::vector<std::string> args{
+      example.string(), "--config", hosts.string(), "--rank", std::to_string(world.rank()),
+      "--timeout-ms",   "60000"};
+  args.insert(args.end(), options.begin(), options.end());
   if (world.gid_index()) {
     args.emplace_back("--gid-index");
     args.push_back(std::to_string(*world.gid_index()));
   }
   ChildProcess example_rank(args, 300s, files.path() / "output.txt");
-  const std::optional<int> status = example_rank.wait();
-  const std::string output = example_rank.out();
-  std::printf("%s", output.c_str());  // into this rank's log
-  ASSERT_EQ(status, 0) << example_rank.describe();
+  ExampleRun run{.status = example_rank.wait(), .output = example_rank.out(), .described = {}};
+  run.described = example_rank.describe();
+  std::printf("%s", run.output.c_str());  // into this rank's log
+  return run;
+}
+
+TEST(MultiHostExample, TheEventBuilderBuildsEveryEventOneRankPerHost) {
+  auto& world = multi_host();
+  constexpr std::uint32_t kRounds = 100;
+  constexpr std::uint32_t kEventsPerBuilder = 3;
+  const ExampleRun run =
+      run_event_builder({"--rounds", std::to_string(kRounds), "--events-per-round",
+                         std::to_string(kEventsPerBuilder), "--fragment-size", "700,1500"});
+  const std::string& output = run.output;
+  ASSERT_EQ(run.status, 0) << run.described;
   if (world.rank() != 0) return;
 
   const std::uint32_t ranks = world.world_size();
@@ -86,41 +97,17 @@ TEST(MultiHostExample, TheEventBuilderSurvivesALostRankAndBuildsOn) {
   // --survive, and the last rank kills itself before round 40 of 100: every other rank names
   // it, shrinks, rebuilds the all-to-all and goes on to the last round, every fragment checked.
   auto& world = multi_host();
-  const auto config = world.config(world.fresh_port_offset());
-  const std::filesystem::path example =
-      std::filesystem::read_symlink("/proc/self/exe").parent_path() / "event_builder";
-  ASSERT_TRUE(std::filesystem::exists(example)) << example << " was not built";
-  const TemporaryDirectory files("ibv_event_builder_survive");
-  const std::filesystem::path hosts = files.path() / "hosts.json";
-  std::ofstream(hosts) << config.to_json();
   const std::uint32_t ranks = world.world_size();
   const std::uint32_t victim = ranks - 1;
-  std::vector<std::string> args{example.string(),
-                                "--config",
-                                hosts.string(),
-                                "--rank",
-                                std::to_string(world.rank()),
-                                "--rounds",
-                                "100",
-                                "--timeout-ms",
-                                "60000",
-                                "--survive",
-                                "--kill",
-                                std::to_string(victim) + "@40"};
-  if (world.gid_index()) {
-    args.emplace_back("--gid-index");
-    args.push_back(std::to_string(*world.gid_index()));
-  }
-  ChildProcess example_rank(args, 300s, files.path() / "output.txt");
-  const std::optional<int> status = example_rank.wait();
-  const std::string output = example_rank.out();
-  std::printf("%s", output.c_str());  // into this rank's log
+  const ExampleRun run =
+      run_event_builder({"--rounds", "100", "--survive", "--kill", std::to_string(victim) + "@40"});
+  const std::string& output = run.output;
   if (world.rank() == victim) {
-    EXPECT_EQ(status, std::nullopt) << example_rank.describe();  // it died of its SIGKILL
+    EXPECT_EQ(run.status, std::nullopt) << run.described;  // it died of its SIGKILL
     EXPECT_THAT(output, ContainsRegex("killing itself \\(SIGKILL\\) before round 40"));
     return;
   }
-  ASSERT_EQ(status, 0) << example_rank.describe();
+  ASSERT_EQ(run.status, 0) << run.described;
   EXPECT_THAT(output, ContainsRegex("lost rank\\(s\\) " + std::to_string(victim) + "; now rank " +
                                     std::to_string(world.rank()) + " of " +
                                     std::to_string(ranks - 1) + ", the all-to-all rebuilt"));
