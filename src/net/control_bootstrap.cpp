@@ -64,6 +64,8 @@ std::vector<std::vector<std::byte>> ControlBootstrap::exchange(const char* call,
                   "every rank of the Node must make the same calls of its in-band bootstrap in "
                   "the same order");
     }
+    // Every entry of this rank has landed before it returns: it may leave next.
+    control_->exchange_flush(deadline);
   } catch (const std::exception& error) {
     poison_ = error.what();
     throw;

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <numeric>
 
+#include "detail/big_endian.hpp"
 #include "detail/positive_timeout.hpp"
 #include "ibv/error.hpp"
 
@@ -33,8 +34,11 @@ constexpr std::size_t kKeptInstances = 8;
 
 // The most bytes an encoded agreement message of a world of `world_size` ranks takes: a fixed
 // part and at most two failed sets (a Promise's accepted value and contribution).
+// At least kLeastMessageBytes, so that an in-band exchange's entries (endpoints, addresses, a
+// few hundred bytes) take few chunks.
+constexpr std::size_t kLeastMessageBytes = 512;
 std::size_t message_bytes_for(std::uint32_t world_size) noexcept {
-  return 96 + 2 * (4 + (std::size_t{world_size} + 7) / 8);
+  return std::max(kLeastMessageBytes, 96 + 2 * (4 + (std::size_t{world_size} + 7) / 8));
 }
 // Every this many ticks the report slots are read whole even without a doorbell (a report
 // whose doorbell landed before its bitmap is then still seen).
@@ -52,25 +56,11 @@ std::vector<std::uint32_t> every_rank(std::uint32_t world_size) {
 
 // An in-band exchange chunk (not an agreement message, which starts with its version, 1): this
 // byte, the sequence (8 bytes), the entry's length and this chunk's offset in it (4 bytes
-// each, little-endian), then the chunk's bytes.
+// each, big-endian), then the chunk's bytes.
 constexpr auto kExchangeChunk = std::byte{0xe7};
 constexpr std::size_t kChunkHeader = 17;
 // How often a waiter for an exchange entry looks again without being woken.
 constexpr auto kExchangeLook = std::chrono::milliseconds(10);
-
-void put_le(std::span<std::byte> to, std::uint64_t value) {
-  for (auto& byte : to) {
-    byte = static_cast<std::byte>(value & 0xffU);
-    value >>= 8U;
-  }
-}
-
-std::uint64_t get_le(std::span<const std::byte> from) {
-  std::uint64_t value = 0;
-  for (std::size_t i = from.size(); i-- > 0;)
-    value = (value << 8U) | std::to_integer<std::uint64_t>(from[i]);
-  return value;
-}
 
 // A revoke mark: the epoch of the view revoked, and the revoker's rank (as built) + 1.
 std::uint64_t revoke_mark(std::uint32_t epoch, std::uint32_t revoker) noexcept {
@@ -178,6 +168,16 @@ void ControlPlane::send_backlogs() {
 }
 
 void ControlPlane::tell_peers_left() {
+  // Room for the marks: a peer's queue of requests in flight may be full.
+  for (auto& works : in_flight_) {
+    for (auto& work : works) {
+      try {
+        static_cast<void>(work.wait_for(settings_.detection_bound()));
+      } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): over, either way
+      }
+    }
+    works.clear();
+  }
   outgoing_[kFirstSlotWord + rank_ / 64] |= std::uint64_t{1} << (rank_ % 64);
   outgoing_[kDoorbellWord] += std::uint64_t{1} << 32;
   try {
@@ -731,13 +731,14 @@ void ControlPlane::exchange_send(std::uint64_t sequence, std::uint32_t peer,
   std::size_t offset = 0;
   do {
     const std::size_t length = std::min(room, bytes.size() - offset);
-    std::vector<std::byte> chunk(kChunkHeader + length);
-    chunk[0] = kExchangeChunk;
-    put_le(std::span(chunk).subspan(1, 8), sequence);
-    put_le(std::span(chunk).subspan(9, 4), bytes.size());
-    put_le(std::span(chunk).subspan(13, 4), offset);
-    std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset), length,
-                chunk.begin() + kChunkHeader);
+    std::array<std::byte, kChunkHeader> header{};
+    header[0] = kExchangeChunk;
+    ibv::detail::put_big_endian(&header[1], sequence, 8);
+    ibv::detail::put_big_endian(&header[9], bytes.size(), 4);
+    ibv::detail::put_big_endian(&header[13], offset, 4);
+    std::vector<std::byte> chunk(header.begin(), header.end());
+    const auto part = bytes.subspan(offset, length);
+    chunk.insert(chunk.end(), part.begin(), part.end());
     send_message(member, std::move(chunk));
     offset += length;
   } while (offset < bytes.size());
@@ -745,9 +746,9 @@ void ControlPlane::exchange_send(std::uint64_t sequence, std::uint32_t peer,
 
 bool ControlPlane::take_chunk(std::uint32_t peer, std::span<const std::byte> chunk) {
   if (chunk.size() < kChunkHeader) return false;  // a peer's bug: nothing to take
-  const std::uint64_t sequence = get_le(chunk.subspan(1, 8));
-  const std::uint64_t total = get_le(chunk.subspan(9, 4));
-  const std::uint64_t offset = get_le(chunk.subspan(13, 4));
+  const std::uint64_t sequence = ibv::detail::get_big_endian(&chunk[1], 8);
+  const std::uint64_t total = ibv::detail::get_big_endian(&chunk[9], 4);
+  const std::uint64_t offset = ibv::detail::get_big_endian(&chunk[13], 4);
   const auto payload = chunk.subspan(kChunkHeader);
   Entry& entry = entries_[{sequence, peer}];
   if (!entry.sized) {
@@ -760,6 +761,23 @@ bool ControlPlane::take_chunk(std::uint32_t peer, std::span<const std::byte> chu
   std::ranges::copy(payload, entry.bytes.begin() + static_cast<std::ptrdiff_t>(offset));
   entry.received += payload.size();
   return entry.received >= entry.bytes.size();
+}
+
+void ControlPlane::exchange_flush(Clock::time_point deadline) {
+  std::unique_lock lock(agreement_mutex_);
+  agreeing_.store(true, std::memory_order_release);
+  stop_changed_.notify_all();  // the detector stops sleeping
+  const auto delivered = [&] {
+    for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
+      if (peer == rank_ || known_failed(peer)) continue;
+      if (!backlog_[peer].empty() || !sends_[peer].empty()) return false;
+    }
+    return true;
+  };
+  while (!delivered() && Clock::now() < deadline) {
+    agreement_changed_.wait_until(lock, std::min(deadline, Clock::now() + kExchangeLook));
+  }
+  agreeing_.store(false, std::memory_order_release);
 }
 
 std::optional<std::vector<std::byte>> ControlPlane::exchange_receive(std::uint64_t sequence,

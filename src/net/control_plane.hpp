@@ -108,6 +108,9 @@ class ControlPlane {
   /// come by then or `peer` is known failed. Taking it forgets it.
   [[nodiscard]] std::optional<std::vector<std::byte>> exchange_receive(
       std::uint64_t sequence, std::uint32_t peer, std::chrono::steady_clock::time_point deadline);
+  /// Waits (until `deadline`) until every message this rank sent to a peer not known failed
+  /// has landed there: an exchange's entries reach the others even if this rank leaves next.
+  void exchange_flush(std::chrono::steady_clock::time_point deadline);
   /// The number of ranks of the view, and this rank's rank in it.
   [[nodiscard]] std::uint32_t view_size() const;
   [[nodiscard]] std::uint32_t view_rank() const;

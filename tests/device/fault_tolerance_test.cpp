@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -440,7 +441,7 @@ void revoke_scenario(Node& node, bool revoker, std::span<std::byte> inbox,
 /// checks barriers and every byte among the survivors ("EXCHANGED every byte"); "revoker"
 /// revokes ("REVOKED") and waits to be killed; "revoked" waits for the revoke
 /// ("REVOKED_SEEN by=R"), then shrinks as "shrink" does.
-volatile std::sig_atomic_t continued = 0;  // set by the SIGCONT a stopped victim gets
+std::atomic<int> continued{0};  // set by the SIGCONT a stopped victim gets (lock-free)
 
 int fault_tolerant_rank(const std::vector<std::string>& args) {
   if (args.size() != 3) return 2;
@@ -475,7 +476,13 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
       return 0;
     }
     node.barrier();
-    if (scenario == "stalled-victim") std::signal(SIGCONT, [](int) { continued = 1; });
+    if (scenario == "stalled-victim") {
+      std::signal(SIGCONT, [](int) {
+        const int saved = errno;
+        continued.store(1, std::memory_order_relaxed);
+        errno = saved;
+      });
+    }
     std::printf("READY\n");
     std::fflush(stdout);
     if (scenario == "victim") {
@@ -497,8 +504,10 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
       // Stopped and continued by the test (the handler, set before READY, says when). Then it
       // writes into rank 0's inbox as if nothing had happened.
       const auto deadline = Clock::now() + kChildLimit;
-      while (continued == 0 && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
-      if (continued == 0) return 3;
+      while (continued.load(std::memory_order_relaxed) == 0 && Clock::now() < deadline) {
+        std::this_thread::sleep_for(10ms);
+      }
+      if (continued.load(std::memory_order_relaxed) == 0) return 3;
       std::printf("CONTINUED\n");
       std::fflush(stdout);
       std::array<std::uint64_t, 8> pattern{};
