@@ -312,6 +312,8 @@ void RdmaBarrier::shrink(std::span<const std::uint32_t> survivors, std::uint32_t
   // A signal still in flight writes the slot it was meant for; waiting here keeps its handle
   // from being dropped unpolled. Its outcome no longer matters: a failed rank's was flushed.
   for (const std::uint32_t peer : in_flight_peers_) {
+    // A failed barrier may leave a peer listed whose signal it already took (it threw after).
+    if (!in_flight_[peer]) continue;
     try {
       static_cast<void>(
           in_flight_[peer]->wait_for(std::max(Clock::duration::zero(), deadline - Clock::now())));
