@@ -154,11 +154,7 @@ void ControlPlane::send_backlogs() {
     for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
       if (peer == rank_ || known_failed(peer)) continue;
       try {
-        while (!sends_[peer].empty() && sends_[peer].front().poll()) sends_[peer].pop_front();
-        while (!backlog_[peer].empty() && sends_[peer].size() < kMessageSlots) {
-          post_message(peer, backlog_[peer].front());
-          backlog_[peer].pop_front();
-        }
+        pump_messages(peer);
       } catch (const std::exception&) {  // a broken queue pair: nothing more goes there
         backlog_[peer].clear();
       }
@@ -672,11 +668,7 @@ void ControlPlane::drive_agreements() {
   }
   // Sends that completed free their slots; backlogs go out.
   for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
-    while (!sends_[peer].empty() && sends_[peer].front().poll()) sends_[peer].pop_front();
-    while (!backlog_[peer].empty() && sends_[peer].size() < kMessageSlots && !known_failed(peer)) {
-      post_message(peer, backlog_[peer].front());
-      backlog_[peer].pop_front();
-    }
+    pump_messages(peer);
   }
   // The oldest decided instances go once there are more than kKeptInstances: a rank still in
   // one of those is that many agreements behind.
@@ -693,6 +685,14 @@ void ControlPlane::send_message(std::uint32_t peer, std::vector<std::byte> bytes
     return;
   }
   post_message(peer, bytes);
+}
+
+void ControlPlane::pump_messages(std::uint32_t peer) {
+  while (!sends_[peer].empty() && sends_[peer].front().poll()) sends_[peer].pop_front();
+  while (!backlog_[peer].empty() && sends_[peer].size() < kMessageSlots && !known_failed(peer)) {
+    post_message(peer, backlog_[peer].front());
+    backlog_[peer].pop_front();
+  }
 }
 
 void ControlPlane::post_message(std::uint32_t peer, std::span<const std::byte> bytes) {

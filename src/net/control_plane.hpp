@@ -166,6 +166,9 @@ class ControlPlane {
   /// Sends one encoded message to `peer`, or keeps it for later (after those kept already)
   /// when its send slots are busy.
   void send_message(std::uint32_t peer, std::vector<std::byte> bytes);
+  /// Frees the send slots of `peer`'s completed messages and posts what waits in its backlog
+  /// into the free ones (post_mutex_ held).
+  void pump_messages(std::uint32_t peer);
   /// Posts one encoded message to `peer` into its next send slot (one must be free).
   void post_message(std::uint32_t peer, std::span<const std::byte> bytes);
   /// Posts the receive of slot `slot` of `peer`'s receive buffers.
