@@ -617,12 +617,13 @@ bool ControlPlane::take_messages() {
       const std::size_t length = completion->byte_length();
       posted.pop_front();
       if (!ok) break;  // flushed: the peer is gone, or this plane is closing
-      // A crashed peer is fenced: nothing it says counts. One that left in good order was sound
-      // until it left, and the exchange entries it sent before still count.
-      if (known_failed(peer) && !left_[peer]) continue;
       const std::size_t at = (std::size_t{peer} * kMessageSlots + slot) * message_bytes_;
       const auto bytes = std::span(receive_buffers_).subspan(at, std::min(length, message_bytes_));
       if (!bytes.empty() && bytes[0] == kExchangeChunk) {
+        // An exchange entry counts whoever sent it: it landed before the peer's fence (nothing
+        // lands after), so it is what the peer sent while it was sound. A peer may finish an
+        // exchange and leave, or die, before this rank takes its entry; how this rank learned
+        // of it (the peer's own mark, or another rank's report) must not decide.
         changed = take_chunk(peer, bytes) || changed;
       } else if (!known_failed(peer)) {  // the agreements were told it failed: not its votes
         try {
@@ -796,9 +797,9 @@ std::optional<std::vector<std::byte>> ControlPlane::exchange_receive(std::uint64
     return found != entries_.end() && found->second.sized &&
            found->second.received >= found->second.bytes.size();
   };
-  // A rank that left in good order sent its entries before its mark that it left (the same
-  // queue pair, in order), but the mark may be read before they are taken: give them a few
-  // ticks once the rank is known failed.
+  // A rank may finish the exchange and leave (or die) while its entry waits to be taken, and
+  // this rank may hear of it first: give the entry a probe interval once the rank is known
+  // failed.
   std::optional<Clock::time_point> given_up;
   while (!complete() && Clock::now() < deadline) {
     if (known_failed(member)) {
