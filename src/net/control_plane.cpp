@@ -61,6 +61,12 @@ constexpr auto kExchangeChunk = std::byte{0xe7};
 constexpr std::size_t kChunkHeader = 17;
 // How often a waiter for an exchange entry looks again without being woken.
 constexpr auto kExchangeLook = std::chrono::milliseconds(10);
+// While an agree() or an exchange waits, the detector looks for messages without pausing until
+// none has come for kLookWithoutPause; then it pauses between looks, from the first to the
+// longest pause, doubling (a message then waits at most the longest pause more).
+constexpr auto kLookWithoutPause = std::chrono::milliseconds(1);
+constexpr auto kFirstIdleLook = std::chrono::microseconds(20);
+constexpr auto kLongestIdleLook = std::chrono::microseconds(200);
 
 // A revoke mark: the epoch of the view revoked, and the revoker's rank (as built) + 1.
 std::uint64_t revoke_mark(std::uint32_t epoch, std::uint32_t revoker) noexcept {
@@ -387,27 +393,43 @@ void ControlPlane::run() {
   const auto tick_length = std::chrono::nanoseconds(settings_.probe_interval) / kTicksPerProbe;
   auto next_probe = Clock::now();
   int ticks = 0;
+  Clock::duration idle_look{};  // while an agree() waits: the pause before the next look
+  auto last_message = Clock::now();
   std::unique_lock lock(stop_mutex_);
   while (!stopping_) {
     lock.unlock();
     const auto now = Clock::now();
     const bool probe_due = now >= next_probe;
     if (probe_due) next_probe = now + settings_.probe_interval;
+    bool progressed = false;
     try {
       read_block(++ticks % kTicksPerFullRead == 0);
       tick(probe_due);
-      drive_agreements();
+      progressed = drive_agreements();
     } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch)
       // A post the device refused: the peer's queue pair is broken, which the next tick's
       // completions show; nothing here may end the thread.
     }
     lock.lock();
     if (agreeing_.load(std::memory_order_acquire)) {
+      // An agree() or an exchange waits: every message counts. Look again at once while
+      // messages come, then back off, so that ranks sharing cores do not starve each other.
+      if (progressed) last_message = Clock::now();
+      idle_look =
+          Clock::now() - last_message < kLookWithoutPause
+              ? Clock::duration::zero()
+              : std::clamp<Clock::duration>(idle_look * 2, kFirstIdleLook, kLongestIdleLook);
       lock.unlock();
-      std::this_thread::yield();  // an agree() waits: every message counts
+      if (idle_look == Clock::duration::zero()) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(idle_look);
+      }
       lock.lock();
       continue;
     }
+    idle_look = Clock::duration::zero();
+    last_message = Clock::now();
     stop_changed_.wait_for(lock, tick_length,
                            [&] { return stopping_ || agreeing_.load(std::memory_order_acquire); });
   }
@@ -617,6 +639,7 @@ bool ControlPlane::take_messages() {
       const std::size_t length = completion->byte_length();
       posted.pop_front();
       if (!ok) break;  // flushed: the peer is gone, or this plane is closing
+      changed = true;
       const std::size_t at = (std::size_t{peer} * kMessageSlots + slot) * message_bytes_;
       const auto bytes = std::span(receive_buffers_).subspan(at, std::min(length, message_bytes_));
       if (!bytes.empty() && bytes[0] == kExchangeChunk) {
@@ -624,13 +647,12 @@ bool ControlPlane::take_messages() {
         // lands after), so it is what the peer sent while it was sound. A peer may finish an
         // exchange and leave, or die, before this rank takes its entry; how this rank learned
         // of it (the peer's own mark, or another rank's report) must not decide.
-        changed = take_chunk(peer, bytes) || changed;
+        take_chunk(peer, bytes);
       } else if (!known_failed(peer)) {  // the agreements were told it failed: not its votes
         try {
           const AgreementMessage message = decode_agreement_message(bytes);
           if (const auto found = instances_.find(message.instance); found != instances_.end()) {
             found->second.agreement.on_message(peer, message);
-            changed = true;
           } else if (message.instance >= next_instance_) {
             early_[message.instance].emplace_back(peer, message);
           }
@@ -644,7 +666,7 @@ bool ControlPlane::take_messages() {
   return changed;
 }
 
-void ControlPlane::drive_agreements() {
+bool ControlPlane::drive_agreements() {
   const std::scoped_lock lock(agreement_mutex_, post_mutex_);
   bool changed = take_messages();
   // Failures the agreements have not been told of yet (only when something is new).
@@ -677,6 +699,7 @@ void ControlPlane::drive_agreements() {
     instances_.erase(instances_.begin());
   }
   if (changed) agreement_changed_.notify_all();
+  return changed;
 }
 
 void ControlPlane::send_message(std::uint32_t peer, std::vector<std::byte> bytes) {
@@ -745,8 +768,8 @@ void ControlPlane::exchange_send(std::uint64_t sequence, std::uint32_t peer,
   } while (offset < bytes.size());
 }
 
-bool ControlPlane::take_chunk(std::uint32_t peer, std::span<const std::byte> chunk) {
-  if (chunk.size() < kChunkHeader) return false;  // a peer's bug: nothing to take
+void ControlPlane::take_chunk(std::uint32_t peer, std::span<const std::byte> chunk) {
+  if (chunk.size() < kChunkHeader) return;  // a peer's bug: nothing to take
   const std::uint64_t sequence = ibv::detail::get_big_endian(&chunk[1], 8);
   const std::uint64_t total = ibv::detail::get_big_endian(&chunk[9], 4);
   const std::uint64_t offset = ibv::detail::get_big_endian(&chunk[13], 4);
@@ -757,11 +780,10 @@ bool ControlPlane::take_chunk(std::uint32_t peer, std::span<const std::byte> chu
     entry.sized = true;
   }
   if (total != entry.bytes.size() || offset > total || payload.size() > total - offset) {
-    return false;  // does not fit the entry it names: dropped, and the entry never completes
+    return;  // does not fit the entry it names
   }
   std::ranges::copy(payload, entry.bytes.begin() + static_cast<std::ptrdiff_t>(offset));
   entry.received += payload.size();
-  return entry.received >= entry.bytes.size();
 }
 
 void ControlPlane::exchange_flush(Clock::time_point deadline) {

@@ -158,10 +158,12 @@ class ControlPlane {
   /// send queue is full (it is tried again next tick).
   bool post(std::uint32_t peer, const op::PeerWrite& write);
   /// Takes the agreement messages that arrived, tells the agreements of new failures, sends
-  /// what they queued (post_mutex_ held), and wakes agree() when its instance decided.
-  void drive_agreements();
+  /// what they queued (post_mutex_ held), and wakes agree() when its instance decided. True
+  /// when a message came or an agreement learned of a failure.
+  bool drive_agreements();
   /// Hands every agreement message that arrived to its instance (or keeps it for an instance
-  /// not started yet) and reposts its receive; true when an instance got one.
+  /// not started yet), every exchange chunk to its entry, and reposts its receive; true when
+  /// a message came.
   bool take_messages();
   /// Sends one encoded message to `peer`, or keeps it for later (after those kept already)
   /// when its send slots are busy.
@@ -237,7 +239,7 @@ class ControlPlane {
   std::uint64_t next_instance_ = 0;
   std::map<std::uint64_t, Instance> instances_;
   std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, AgreementMessage>>> early_;
-  std::atomic<bool> agreeing_{false};        // an agree() waits: the detector does not sleep
+  std::atomic<bool> agreeing_{false};        // an agree() waits: the detector looks often
   std::uint64_t agreements_generation_ = 0;  // generation_ the instances were told of
 
   // In-band exchange entries (ControlBootstrap) by (sequence, sender as built), as they arrive
@@ -248,8 +250,9 @@ class ControlPlane {
     bool sized = false;
   };
   std::map<std::pair<std::uint64_t, std::uint32_t>, Entry> entries_;
-  /// Takes one exchange chunk from `peer` (agreement_mutex_ held); true when it completed an entry.
-  bool take_chunk(std::uint32_t peer, std::span<const std::byte> chunk);
+  /// Takes one exchange chunk from `peer` (agreement_mutex_ held); a chunk that does not fit
+  /// the entry it names is dropped, and that entry never completes.
+  void take_chunk(std::uint32_t peer, std::span<const std::byte> chunk);
 
   // Agreement messages: per peer kMessageSlots receive and send buffers of message_bytes_.
   std::size_t message_bytes_;
