@@ -60,13 +60,10 @@ std::vector<std::uint32_t> every_rank(std::uint32_t world_size) {
 constexpr auto kExchangeChunk = std::byte{0xe7};
 constexpr std::size_t kChunkHeader = 17;
 // How often a waiter for an exchange entry looks again without being woken.
-constexpr auto kExchangeLook = std::chrono::milliseconds(10);
-// While an agree() or an exchange waits, the detector looks for messages without pausing until
-// none has come for kLookWithoutPause; then it pauses between looks, from the first to the
-// longest pause, doubling (a message then waits at most the longest pause more).
-constexpr auto kLookWithoutPause = std::chrono::milliseconds(1);
-constexpr auto kFirstIdleLook = std::chrono::microseconds(20);
-constexpr auto kLongestIdleLook = std::chrono::microseconds(200);
+// While an agree() or an exchange waits, its thread looks for messages without pausing until
+// none has come for kLookWithoutPause (what a Node's barrier spins by default), then sleeps
+// on the control queues' completion channel.
+constexpr auto kLookWithoutPause = std::chrono::microseconds(50);
 
 // A revoke mark: the epoch of the view revoked, and the revoker's rank (as built) + 1.
 std::uint64_t revoke_mark(std::uint32_t epoch, std::uint32_t revoker) noexcept {
@@ -98,6 +95,7 @@ ControlPlane::ControlPlane(const ProtectionDomain& pd, std::uint32_t rank, std::
                                               RemoteAccess::read() | RemoteAccess::write())),
       outgoing_mr_(pd.register_local(std::as_writable_bytes(std::span(outgoing_)))),
       probe_mr_(pd.register_local(std::as_writable_bytes(std::span(probe_landing_)))),
+      completion_channel_(pd.context()),
       failures_(world_size),
       members_(every_rank(world_size)),
       view_of_(every_rank(world_size)),
@@ -130,6 +128,7 @@ ControlPlane::ControlPlane(const ProtectionDomain& pd, std::uint32_t rank, std::
       std::chrono::nanoseconds(retry_budget(settings.probe_ack_timeout, settings.probe_retries));
   prepared_.emplace(
       MultiChannelBuilder(pd, rank, world_size)
+          .completion_channel(completion_channel_)
           .queue_pair(queue_pair)
           .timeouts({.operation = Duration(4 * budget), .drop = Duration(4 * budget)})
           .completion_queue_size(static_cast<int>(4 * kMostInFlight + 2 * kMessageSlots))
@@ -160,7 +159,7 @@ void ControlPlane::send_backlogs() {
     for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
       if (peer == rank_ || known_failed(peer)) continue;
       try {
-        pump_messages(peer);
+        static_cast<void>(pump_messages(peer));
       } catch (const std::exception&) {  // a broken queue pair: nothing more goes there
         backlog_[peer].clear();
       }
@@ -393,45 +392,22 @@ void ControlPlane::run() {
   const auto tick_length = std::chrono::nanoseconds(settings_.probe_interval) / kTicksPerProbe;
   auto next_probe = Clock::now();
   int ticks = 0;
-  Clock::duration idle_look{};  // while an agree() waits: the pause before the next look
-  auto last_message = Clock::now();
   std::unique_lock lock(stop_mutex_);
   while (!stopping_) {
     lock.unlock();
     const auto now = Clock::now();
     const bool probe_due = now >= next_probe;
     if (probe_due) next_probe = now + settings_.probe_interval;
-    bool progressed = false;
     try {
       read_block(++ticks % kTicksPerFullRead == 0);
       tick(probe_due);
-      progressed = drive_agreements();
+      static_cast<void>(drive_agreements());
     } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch)
       // A post the device refused: the peer's queue pair is broken, which the next tick's
       // completions show; nothing here may end the thread.
     }
     lock.lock();
-    if (agreeing_.load(std::memory_order_acquire)) {
-      // An agree() or an exchange waits: every message counts. Look again at once while
-      // messages come, then back off, so that ranks sharing cores do not starve each other.
-      if (progressed) last_message = Clock::now();
-      idle_look =
-          Clock::now() - last_message < kLookWithoutPause
-              ? Clock::duration::zero()
-              : std::clamp<Clock::duration>(idle_look * 2, kFirstIdleLook, kLongestIdleLook);
-      lock.unlock();
-      if (idle_look == Clock::duration::zero()) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(idle_look);
-      }
-      lock.lock();
-      continue;
-    }
-    idle_look = Clock::duration::zero();
-    last_message = Clock::now();
-    stop_changed_.wait_for(lock, tick_length,
-                           [&] { return stopping_ || agreeing_.load(std::memory_order_acquire); });
+    stop_changed_.wait_for(lock, tick_length, [&] { return stopping_; });
   }
 }
 
@@ -583,6 +559,50 @@ RankSet ControlPlane::failed_set() const {
   return failed;
 }
 
+void ControlPlane::sleep_until_completion(Clock::time_point deadline) {
+  // Armed first, then looked at once more, so that no completion is missed; at most a tick,
+  // since the detector's news of a failure comes without one.
+  const auto longest = std::min<Clock::duration>(
+      deadline - Clock::now(), std::chrono::nanoseconds(settings_.probe_interval) / kTicksPerProbe);
+  try {
+    {
+      const std::scoped_lock both(agreement_mutex_, post_mutex_);
+      channels_->arm_completion_fd();
+    }
+    if (drive_agreements() || longest <= Clock::duration::zero()) return;
+    static_cast<void>(completion_channel_.wait_and_consume(Duration(longest)));
+  } catch (const std::exception&) {
+    // No peer to arm (a Node of one), or a post the device refused (the detector's next tick
+    // sees the broken queue pair): a short pause instead.
+    std::this_thread::sleep_for(std::min<Clock::duration>(kLookWithoutPause, longest));
+  }
+}
+
+bool ControlPlane::drive_until(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                               const std::function<bool()>& done) {
+  auto last_message = Clock::now();
+  bool finished = done();
+  while (!finished && Clock::now() < deadline) {
+    // This thread takes and sends the messages itself: no hand-off to the detector thread on
+    // the way of each message.
+    lock.unlock();
+    bool progressed = false;
+    try {
+      progressed = drive_agreements();
+    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch)
+      // A post the device refused: the detector's next tick sees the broken queue pair.
+    }
+    if (progressed) last_message = Clock::now();
+    if (!progressed && Clock::now() - last_message >= kLookWithoutPause) {
+      sleep_until_completion(deadline);
+      last_message = Clock::now() - kLookWithoutPause;  // look once more, then sleep again
+    }
+    lock.lock();
+    finished = done();
+  }
+  return finished;
+}
+
 AgreementValue ControlPlane::agree(std::uint32_t flags, Duration timeout) {
   std::unique_lock lock(agreement_mutex_);
   const std::uint64_t instance = next_instance_++;
@@ -600,12 +620,9 @@ AgreementValue ControlPlane::agree(std::uint32_t flags, Duration timeout) {
     for (const auto& [from, message] : early->second) started.agreement.on_message(from, message);
     early_.erase(early);
   }
-  agreeing_.store(true, std::memory_order_release);
-  stop_changed_.notify_all();  // the detector stops sleeping
-  const bool decided = agreement_changed_.wait_for(lock, std::chrono::nanoseconds(timeout), [&] {
+  const bool decided = drive_until(lock, Clock::now() + std::chrono::nanoseconds(timeout), [&] {
     return instances_.at(instance).agreement.decided().has_value();
   });
-  agreeing_.store(false, std::memory_order_release);
   if (!decided) {
     throw Error(ErrorKind::timeout, "Node::agree", ETIMEDOUT,
                 "agreement " + std::to_string(instance) + " did not decide within " +
@@ -689,9 +706,10 @@ bool ControlPlane::drive_agreements() {
       send_message(out.to, encode_agreement_message(out.message));
     }
   }
-  // Sends that completed free their slots; backlogs go out.
+  // Sends that completed free their slots (an exchange_flush() waits for that); backlogs go
+  // out.
   for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
-    pump_messages(peer);
+    changed = pump_messages(peer) || changed;
   }
   // The oldest decided instances go once there are more than kKeptInstances: a rank still in
   // one of those is that many agreements behind.
@@ -711,12 +729,17 @@ void ControlPlane::send_message(std::uint32_t peer, std::vector<std::byte> bytes
   post_message(peer, bytes);
 }
 
-void ControlPlane::pump_messages(std::uint32_t peer) {
-  while (!sends_[peer].empty() && sends_[peer].front().poll()) sends_[peer].pop_front();
+bool ControlPlane::pump_messages(std::uint32_t peer) {
+  bool freed = false;
+  while (!sends_[peer].empty() && sends_[peer].front().poll()) {
+    sends_[peer].pop_front();
+    freed = true;
+  }
   while (!backlog_[peer].empty() && sends_[peer].size() < kMessageSlots && !known_failed(peer)) {
     post_message(peer, backlog_[peer].front());
     backlog_[peer].pop_front();
   }
+  return freed;
 }
 
 void ControlPlane::post_message(std::uint32_t peer, std::span<const std::byte> bytes) {
@@ -788,19 +811,13 @@ void ControlPlane::take_chunk(std::uint32_t peer, std::span<const std::byte> chu
 
 void ControlPlane::exchange_flush(Clock::time_point deadline) {
   std::unique_lock lock(agreement_mutex_);
-  agreeing_.store(true, std::memory_order_release);
-  stop_changed_.notify_all();  // the detector stops sleeping
-  const auto delivered = [&] {
+  drive_until(lock, deadline, [&] {
     for (std::uint32_t peer = 0; peer < world_size_; ++peer) {
       if (peer == rank_ || known_failed(peer)) continue;
       if (!backlog_[peer].empty() || !sends_[peer].empty()) return false;
     }
     return true;
-  };
-  while (!delivered() && Clock::now() < deadline) {
-    agreement_changed_.wait_until(lock, std::min(deadline, Clock::now() + kExchangeLook));
-  }
-  agreeing_.store(false, std::memory_order_release);
+  });
 }
 
 std::optional<std::vector<std::byte>> ControlPlane::exchange_receive(std::uint64_t sequence,
@@ -812,8 +829,6 @@ std::optional<std::vector<std::byte>> ControlPlane::exchange_receive(std::uint64
     member = members_.at(peer);
   }
   std::unique_lock lock(agreement_mutex_);
-  agreeing_.store(true, std::memory_order_release);
-  stop_changed_.notify_all();  // the detector stops sleeping
   const auto complete = [&] {
     const auto found = entries_.find({sequence, member});
     return found != entries_.end() && found->second.sized &&
@@ -823,15 +838,13 @@ std::optional<std::vector<std::byte>> ControlPlane::exchange_receive(std::uint64
   // this rank may hear of it first: give the entry a probe interval once the rank is known
   // failed.
   std::optional<Clock::time_point> given_up;
-  while (!complete() && Clock::now() < deadline) {
-    if (known_failed(member)) {
-      const auto now = Clock::now();
-      if (!given_up) given_up = now + std::chrono::nanoseconds(settings_.probe_interval);
-      if (now >= *given_up) break;
-    }
-    agreement_changed_.wait_until(lock, std::min(deadline, Clock::now() + kExchangeLook));
-  }
-  agreeing_.store(false, std::memory_order_release);
+  drive_until(lock, deadline, [&] {
+    if (complete()) return true;
+    if (!known_failed(member)) return false;
+    const auto now = Clock::now();
+    if (!given_up) given_up = now + std::chrono::nanoseconds(settings_.probe_interval);
+    return now >= *given_up;
+  });
   if (!complete()) return std::nullopt;
   const auto found = entries_.find({sequence, member});
   std::vector<std::byte> bytes = std::move(found->second.bytes);

@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -30,6 +31,7 @@
 #include "ibv/multi_channel/multi_channel.hpp"
 #include "ibv/multi_channel/peer_remote_memory_region.hpp"
 #include "ibv/net/fault_tolerance.hpp"
+#include "ibv/verbs/completion_channel.hpp"
 #include "ibv/verbs/memory_region.hpp"
 #include "ibv/verbs/protection_domain.hpp"
 #include "ibv/verbs/queue_pair_settings.hpp"
@@ -96,9 +98,10 @@ class ControlPlane {
 
   /// Runs this rank's part of the next agreement (every rank calls agree() in the same order):
   /// `flags` and the failures known now go in; every survivor gets the same value back. The
-  /// detector thread carries it (SENDs over the control queue pairs) and keeps answering for
-  /// it after this returns. Throws ibv::Error (timeout) when it did not decide in `timeout`.
-  /// The failed ranks of the value are the view's (ranks out of the view are left out).
+  /// calling thread and the detector thread carry it (SENDs over the control queue pairs); the
+  /// detector keeps answering for it after this returns. Throws ibv::Error (timeout) when it did
+  /// not decide in `timeout`. The failed ranks of the value are the view's (ranks out of the view
+  /// are left out).
   [[nodiscard]] AgreementValue agree(std::uint32_t flags, Duration timeout);
 
   /// The in-band exchange under ControlBootstrap: sends `bytes` to `peer` (of the view) as
@@ -157,6 +160,14 @@ class ControlPlane {
   /// Posts one write or read to `peer` (post_mutex_ held); false when the peer is failed or its
   /// send queue is full (it is tried again next tick).
   bool post(std::uint32_t peer, const op::PeerWrite& write);
+  /// Until `done()` (called with agreement_mutex_ held by `lock`) or `deadline`: takes and
+  /// sends control messages on this thread (drive_agreements()), without pausing while they
+  /// come, then sleeping until the next completion (the detector thread drives them too,
+  /// each tick). Returns done().
+  bool drive_until(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                   const std::function<bool()>& done);
+  /// Sleeps until a control queue completes something, a tick or `deadline` (no lock held).
+  void sleep_until_completion(Clock::time_point deadline);
   /// Takes the agreement messages that arrived, tells the agreements of new failures, sends
   /// what they queued (post_mutex_ held), and wakes agree() when its instance decided. True
   /// when a message came or an agreement learned of a failure.
@@ -169,8 +180,8 @@ class ControlPlane {
   /// when its send slots are busy.
   void send_message(std::uint32_t peer, std::vector<std::byte> bytes);
   /// Frees the send slots of `peer`'s completed messages and posts what waits in its backlog
-  /// into the free ones (post_mutex_ held).
-  void pump_messages(std::uint32_t peer);
+  /// into the free ones (post_mutex_ held); true when a send completed.
+  bool pump_messages(std::uint32_t peer);
   /// Posts one encoded message to `peer` into its next send slot (one must be free).
   void post_message(std::uint32_t peer, std::span<const std::byte> bytes);
   /// Posts the receive of slot `slot` of `peer`'s receive buffers.
@@ -195,6 +206,9 @@ class ControlPlane {
   MemoryRegion outgoing_mr_;
   MemoryRegion probe_mr_;
 
+  // Every control queue pair's completion queue raises its events here: an agree() or an
+  // exchange that waits long sleeps on it (drive_until()).
+  CompletionChannel completion_channel_;
   std::optional<PreparedMultiChannel> prepared_;
   std::optional<MultiChannel> channels_;
   std::vector<PeerRemoteMemoryRegion> peer_blocks_;
@@ -239,7 +253,6 @@ class ControlPlane {
   std::uint64_t next_instance_ = 0;
   std::map<std::uint64_t, Instance> instances_;
   std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, AgreementMessage>>> early_;
-  std::atomic<bool> agreeing_{false};        // an agree() waits: the detector looks often
   std::uint64_t agreements_generation_ = 0;  // generation_ the instances were told of
 
   // In-band exchange entries (ControlBootstrap) by (sequence, sender as built), as they arrive
