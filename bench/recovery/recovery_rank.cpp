@@ -100,10 +100,11 @@ std::uint64_t number(std::string_view flag, const char* value) {
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
+  for (int i = 1; i < argc; i += 2) {  // every option takes a value
     const std::string_view flag = argv[i];
     const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-    if (flag == "--config" && value != nullptr) {
+    if (flag == "--config") {
+      if (value == nullptr) throw std::invalid_argument("--config needs a file");
       options.config = value;
     } else if (flag == "--rank") {
       options.rank = static_cast<std::uint32_t>(number(flag, value));
@@ -133,14 +134,14 @@ Options parse(int argc, char** argv) {
       throw std::invalid_argument("unknown argument '" + std::string(flag.substr(0, 40)) +
                                   "' (see the comment at the top of recovery_rank.cpp)");
     }
-    ++i;
   }
   return options;
 }
 
 /// Byte `at` of the part that old rank `from` sends old rank `to` in `round`.
 std::byte pattern(std::uint64_t round, std::uint32_t from, std::uint32_t to, std::size_t at) {
-  return static_cast<std::byte>((round * 131 + from * 31 + to * 7 + at) & 0xff);
+  return static_cast<std::byte>(
+      (round * 131 + std::uint64_t{from} * 31 + std::uint64_t{to} * 7 + at) & 0xff);
 }
 
 /// One rank's collective over memory it keeps across a shrink; parts are addressed by the
@@ -176,7 +177,7 @@ class Workload {
   /// One round, every byte of every part checked. Throws the collective's error, or a
   /// std::runtime_error naming the first wrong byte.
   void round(std::uint32_t me, std::uint64_t n) {
-    const std::uint32_t world = static_cast<std::uint32_t>(world_ranks_.size());
+    const auto world = static_cast<std::uint32_t>(world_ranks_.size());
     const std::uint32_t from = world_ranks_.at(me);
     std::vector<std::span<const std::byte>> parts;
     for (std::uint32_t to = 0; to < world; ++to) {
