@@ -114,6 +114,8 @@ class ControlPlane {
   /// Waits (until `deadline`) until every message this rank sent to a peer not known failed
   /// has landed there: an exchange's entries reach the others even if this rank leaves next.
   void exchange_flush(std::chrono::steady_clock::time_point deadline);
+  /// The settings it was made with.
+  [[nodiscard]] const FaultToleranceSettings& settings() const noexcept { return settings_; }
   /// The number of ranks of the view, and this rank's rank in it.
   [[nodiscard]] std::uint32_t view_size() const;
   [[nodiscard]] std::uint32_t view_rank() const;

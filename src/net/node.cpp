@@ -477,6 +477,16 @@ ShrunkNode Node::shrink(std::optional<Duration> timeout) && {
                 "a rank declared failed is out of the Node for good (it was too slow to answer "
                 "within the detection bound, or a channel to it broke); end this rank's part");
   }
+  const std::size_t surviving = world_size() - agreed.failed.size();
+  if (plane.settings().survivors_need_a_majority && 2 * surviving <= world_size()) {
+    throw Error(ErrorKind::state, "Node::shrink", ECANCELED,
+                "only " + std::to_string(surviving) + " of the Node's " +
+                    std::to_string(world_size()) +
+                    " ranks survive: not a majority, which "
+                    "FaultToleranceSettings::survivors_need_a_majority asks for",
+                "this side may be cut off from the others (or declared failed by them) and "
+                "must not go on alone; end this rank's part, or restart the job");
+  }
   fence_failed();  // every rank lost, also those only the others knew
   ShrunkNode shrunk{.node = std::move(*this), .new_rank = {}, .lost = {}};
   Node& old = shrunk.node;

@@ -469,7 +469,8 @@ void revoke_scenario(Node& node, bool revoker, std::span<std::byte> inbox,
 /// "FAULT kind=K at_ns=T what=..."; "agree" agrees at once (flags 0xff, rank 1: 0x0f) and
 /// prints "AGREED flags=F failed=R,R at_ns=T"; "victim" only waits to be killed; "stall"
 /// waits until it knows rank 2 failed, then watches its inbox ("INBOX untouched"), while
-/// "stalled-victim" is stopped, continued, and writes into rank 0's inbox ("WRITE kind=K");
+/// "stalled-victim" is stopped, continued, writes into rank 0's inbox ("WRITE kind=K") and
+/// shrinks ("SHRINK kind=K what=..."; the stall scenarios need a majority to shrink);
 /// "shrink" does as "barrier", then shrinks ("SHRUNK rank=R world=W lost=L at_ns=T") and
 /// checks barriers and every byte among the survivors ("EXCHANGED every byte"); "revoker"
 /// revokes ("REVOKED") and waits to be killed; "revoked" waits for the revoke
@@ -491,7 +492,10 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
     // Short channel timeouts: a rank's write to a rank that fenced it, and its teardown, end
     // in seconds even on a loaded testbed.
     builder.queue_pair(settings).timeouts({.operation = 5s, .drop = 2s});
-    with_fault_tolerance(builder);
+    // The stall scenario's stopped rank sees every other rank fail once continued: a shrink
+    // to itself alone must be refused.
+    builder.fault_tolerance({.survivors_need_a_majority = scenario.starts_with("stall")})
+        .barrier_timeout(kLongBarrier);
     Node node = builder.build().connect(exchanger);
     // An inbox per rank, every rank's address known to all: what a stalled rank writes into.
     std::array<std::uint64_t, 8> inbox{};
@@ -555,6 +559,14 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
         std::printf("WRITE kind=%s\n", std::string(to_string(error.kind())).c_str());
       }
       std::fflush(stdout);
+      // To it every other rank has failed now (they fenced it): it must not go on alone.
+      try {
+        const net::ShrunkNode alone = std::move(node).shrink(10s);
+        std::printf("SHRUNK world=%u\n", alone.node.world_size());
+      } catch (const Error& error) {
+        std::printf("SHRINK kind=%s what=%s\n", std::string(to_string(error.kind())).c_str(),
+                    error.what());
+      }
       return 0;
     }
     if (scenario == "stall") {
@@ -854,6 +866,8 @@ TEST(FaultToleranceKill, AStoppedRankIsDeclaredFailedAndFencedItsLateWriteLandsN
     const std::string out = ranks[rank]->out();
     if (rank == kVictim) {
       EXPECT_NE(out.find("WRITE kind="), std::string::npos) << out;  // it failed, never landed
+      EXPECT_EQ(field(out, "SHRINK", "kind"), "state") << out;       // a Node of 1 of 4: refused
+      EXPECT_NE(out.find("not a majority"), std::string::npos) << out;
       continue;
     }
     // Rank 1 watches rank 2's heartbeat; the others hear it from rank 1's report.

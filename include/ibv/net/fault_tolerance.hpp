@@ -41,6 +41,13 @@ struct FaultToleranceSettings {
   /// heartbeat in its control block, which the probes read. Positive. A busy process is not a
   /// stopped one: the detector is a thread of its own.
   Duration stall_timeout{std::chrono::seconds(2)};
+  /// Whether Node::shrink() refuses to make a Node of half the ranks or fewer: it throws
+  /// ibv::Error (state) then, and the Node is left as it was (test:
+  /// `FaultToleranceKill.AStoppedRankIsDeclaredFailedAndFencedItsLateWriteLandsNowhere`). A rank
+  /// cut off from the others, or declared failed by them while it still runs, sees every other rank
+  /// fail; with this it cannot go on alone while they go on without it (the price: when exactly
+  /// half survive, neither half goes on). Set it the same on every rank. Off by default.
+  bool survivors_need_a_majority = false;
 
   /// The longest a dead rank goes unnamed, from its death to every survivor knowing: one
   /// probe interval, a probe's whole retry budget, and a quarter interval until each survivor

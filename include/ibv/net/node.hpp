@@ -326,7 +326,11 @@ class Node : public MultiChannel {
   /// `FaultTolerance.AnAgreementALiveRankNeverJoinsTimesOut`, of agree()); state without fault
   /// tolerance (test: `FaultTolerance.ANodeWithoutItSaysSo`); ibv::Error (state) when the
   /// survivors agreed that this rank failed, out for good (untested: `state`, no test makes a
-  /// live rank be declared failed yet). Tests:
+  /// live rank be declared failed yet); ibv::Error (state) when half the ranks or fewer
+  /// survive and FaultToleranceSettings::survivors_need_a_majority is set, this Node
+  /// unchanged (test:
+  /// `FaultToleranceKill.AStoppedRankIsDeclaredFailedAndFencedItsLateWriteLandsNowhere`: the
+  /// stopped rank, continued, sees every other rank fail and may not go on alone). Tests:
   /// `FaultToleranceKill.RankZeroKilledInABarrierTheSurvivorsShrinkAndMoveEveryByte`,
   /// `FaultTolerance.TheSurvivorsOfARevokedNodeShrinkAndTheirNodeIsNotRevoked`. How to go on
   /// after a lost rank: docs/fault-tolerance.md.
