@@ -59,7 +59,6 @@ std::vector<std::uint32_t> every_rank(std::uint32_t world_size) {
 // each, big-endian), then the chunk's bytes.
 constexpr auto kExchangeChunk = std::byte{0xe7};
 constexpr std::size_t kChunkHeader = 17;
-// How often a waiter for an exchange entry looks again without being woken.
 // While an agree() or an exchange waits, its thread looks for messages without pausing until
 // none has come for kLookWithoutPause (what a Node's barrier spins by default), then sleeps
 // on the control queues' completion channel.
@@ -716,7 +715,6 @@ bool ControlPlane::drive_agreements() {
   while (instances_.size() > kKeptInstances && instances_.begin()->second.agreement.decided()) {
     instances_.erase(instances_.begin());
   }
-  if (changed) agreement_changed_.notify_all();
   return changed;
 }
 

@@ -171,8 +171,8 @@ class ControlPlane {
   /// Sleeps until a control queue completes something, a tick or `deadline` (no lock held).
   void sleep_until_completion(Clock::time_point deadline);
   /// Takes the agreement messages that arrived, tells the agreements of new failures, sends
-  /// what they queued (post_mutex_ held), and wakes agree() when its instance decided. True
-  /// when a message came or an agreement learned of a failure.
+  /// what they queued (post_mutex_ held). True when a message came, a send landed or an
+  /// agreement learned of a failure.
   bool drive_agreements();
   /// Hands every agreement message that arrived to its instance (or keeps it for an instance
   /// not started yet), every exchange chunk to its entry, and reposts its receive; true when
@@ -251,14 +251,13 @@ class ControlPlane {
     std::vector<bool> told_failed;  // [rank]: on_failure() given
   };
   std::mutex agreement_mutex_;
-  std::condition_variable agreement_changed_;
   std::uint64_t next_instance_ = 0;
   std::map<std::uint64_t, Instance> instances_;
   std::map<std::uint64_t, std::vector<std::pair<std::uint32_t, AgreementMessage>>> early_;
   std::uint64_t agreements_generation_ = 0;  // generation_ the instances were told of
 
   // In-band exchange entries (ControlBootstrap) by (sequence, sender as built), as they arrive
-  // (under agreement_mutex_; a waiter waits on agreement_changed_).
+  // (under agreement_mutex_; a waiter drives them in, drive_until()).
   struct Entry {
     std::vector<std::byte> bytes;
     std::size_t received = 0;

@@ -463,6 +463,42 @@ void revoke_scenario(Node& node, bool revoker, std::span<std::byte> inbox,
   shrink_and_exchange(node, inbox, inboxes);
 }
 
+std::atomic<int> continued{0};  // set by the SIGCONT a stopped victim gets (lock-free)
+
+/// The "stalled-victim" scenario once READY: waits until the test has stopped and continued
+/// it (the SIGCONT handler says when), writes into rank 0's inbox as if nothing had happened
+/// ("WRITE kind=K", or "WRITE landed"), then shrinks ("SHRINK kind=K what=..." or "SHRUNK
+/// world=W"). Returns the child's exit status.
+int stalled_victim(Node& node, const ProtectionDomain& pd, const RemoteMemoryRegion& inbox_of_0) {
+  const auto deadline = Clock::now() + kChildLimit;
+  while (continued.load(std::memory_order_relaxed) == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  if (continued.load(std::memory_order_relaxed) == 0) return 3;
+  std::printf("CONTINUED\n");
+  std::fflush(stdout);
+  std::array<std::uint64_t, 8> pattern{};
+  pattern.fill(0x5a5a5a5a5a5a5a5aULL);
+  const MemoryRegion pattern_mr = pd.register_local(std::as_writable_bytes(std::span(pattern)));
+  try {
+    node.execute(0, op::PeerWrite{std::array{pattern_mr.gather(std::as_bytes(std::span(pattern)))},
+                                  PeerRemoteMemoryRegion(0, inbox_of_0)});
+    std::printf("WRITE landed\n");
+  } catch (const Error& error) {
+    std::printf("WRITE kind=%s\n", std::string(to_string(error.kind())).c_str());
+  }
+  std::fflush(stdout);
+  // To it every other rank has failed now (they fenced it): it must not go on alone.
+  try {
+    const net::ShrunkNode alone = std::move(node).shrink(10s);
+    std::printf("SHRUNK world=%u\n", alone.node.world_size());
+  } catch (const Error& error) {
+    std::printf("SHRINK kind=%s what=%s\n", std::string(to_string(error.kind())).c_str(),
+                error.what());
+  }
+  return 0;
+}
+
 /// Child role: rank `rank` of the world in `config`, fault tolerant; passes a barrier, says
 /// READY, then as `scenario` says: "idle" waits (up to kChildLimit) until it knows that rank 2
 /// failed and prints "FAILED rank=2 cause=C at_ns=T"; "barrier" enters a barrier and prints
@@ -475,8 +511,6 @@ void revoke_scenario(Node& node, bool revoker, std::span<std::byte> inbox,
 /// checks barriers and every byte among the survivors ("EXCHANGED every byte"); "revoker"
 /// revokes ("REVOKED") and waits to be killed; "revoked" waits for the revoke
 /// ("REVOKED_SEEN by=R"), then shrinks as "shrink" does.
-std::atomic<int> continued{0};  // set by the SIGCONT a stopped victim gets (lock-free)
-
 int fault_tolerant_rank(const std::vector<std::string>& args) {
   if (args.size() != 3) return 2;
   try {
@@ -537,38 +571,7 @@ int fault_tolerant_rank(const std::vector<std::string>& args) {
                   std::string(to_string(failure->cause)).c_str(), static_cast<long long>(now_ns()));
       return 0;
     }
-    if (scenario == "stalled-victim") {
-      // Stopped and continued by the test (the handler, set before READY, says when). Then it
-      // writes into rank 0's inbox as if nothing had happened.
-      const auto deadline = Clock::now() + kChildLimit;
-      while (continued.load(std::memory_order_relaxed) == 0 && Clock::now() < deadline) {
-        std::this_thread::sleep_for(10ms);
-      }
-      if (continued.load(std::memory_order_relaxed) == 0) return 3;
-      std::printf("CONTINUED\n");
-      std::fflush(stdout);
-      std::array<std::uint64_t, 8> pattern{};
-      pattern.fill(0x5a5a5a5a5a5a5a5aULL);
-      const MemoryRegion pattern_mr = pd.register_local(std::as_writable_bytes(std::span(pattern)));
-      try {
-        node.execute(0,
-                     op::PeerWrite{std::array{pattern_mr.gather(std::as_bytes(std::span(pattern)))},
-                                   PeerRemoteMemoryRegion(0, inboxes.at(0))});
-        std::printf("WRITE landed\n");
-      } catch (const Error& error) {
-        std::printf("WRITE kind=%s\n", std::string(to_string(error.kind())).c_str());
-      }
-      std::fflush(stdout);
-      // To it every other rank has failed now (they fenced it): it must not go on alone.
-      try {
-        const net::ShrunkNode alone = std::move(node).shrink(10s);
-        std::printf("SHRUNK world=%u\n", alone.node.world_size());
-      } catch (const Error& error) {
-        std::printf("SHRINK kind=%s what=%s\n", std::string(to_string(error.kind())).c_str(),
-                    error.what());
-      }
-      return 0;
-    }
+    if (scenario == "stalled-victim") return stalled_victim(node, pd, inboxes.at(0));
     if (scenario == "stall") {
       const auto failure = failure_of(node, 2, kChildLimit);
       if (!failure) return 3;
