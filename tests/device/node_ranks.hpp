@@ -2,9 +2,11 @@
 // Device-test helper: a Node world on one device, every rank a thread of this process with its
 // own Context, protection domain and Bootstrap on 127.0.0.1: an Exchanger (a port per rank) or
 // a Rendezvous (one port for the root). Used by node_test.cpp, node_datagram_test.cpp and
-// wait_test.cpp.
+// wait_test.cpp; its free ports also serve the rank-fault tests.
 #pragma once
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,26 +29,50 @@
 #include "ibv/net/exchanger.hpp"
 #include "ibv/net/node.hpp"
 #include "ibv/net/rendezvous.hpp"
+#include "support/child_process.hpp"
 
 namespace ibv::test {
 
-/// A port range for this process, so that concurrent runs on one machine do not collide; each
-/// run_ranks() call takes the next `world` ports.
-inline std::uint16_t next_ports(std::uint32_t world) {
-  static std::atomic<std::uint32_t> next{20000U +
-                                         (static_cast<std::uint32_t>(::getpid()) % 2000U) * 16U};
-  return static_cast<std::uint16_t>(next.fetch_add(world));
+/// Whether a listener can be bound to TCP `port` now (and no one listens there).
+inline bool port_is_free(std::uint16_t port) {
+  if (is_listening(port)) return false;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  const int on = 1;
+  static_cast<void>(::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return bound;
 }
 
-/// A NetworkConfig of `world` ranks on 127.0.0.1 (ports from next_ports()), all on `device`.
+/// `count` free TCP ports, never handed out twice by this process, from a range that depends
+/// on its pid (concurrent runs on one machine do not collide). Below Linux's ephemeral range
+/// (32768 and up), so that no outgoing connection (another rank's dial) takes one before its
+/// rank listens.
+inline std::vector<std::uint16_t> fresh_ports(std::size_t count) {
+  static std::atomic<std::uint32_t> next{20000U +
+                                         (static_cast<std::uint32_t>(::getpid()) % 200U) * 20U};
+  std::vector<std::uint16_t> ports;
+  while (ports.size() < count) {
+    const auto port = static_cast<std::uint16_t>(next.fetch_add(1));
+    if (port < 1024U || port >= 32768U) {
+      throw std::runtime_error("no free TCP ports left below 32768");
+    }
+    if (port_is_free(port)) ports.push_back(port);
+  }
+  return ports;
+}
+
+/// A NetworkConfig of `world` ranks on 127.0.0.1 (ports from fresh_ports()), all on `device`.
 inline net::NetworkConfig local_config(std::uint32_t world, const std::string& device) {
-  const std::uint16_t base = next_ports(world);
+  const std::vector<std::uint16_t> ports = fresh_ports(world);
   net::NetworkConfigBuilder builder;
   for (std::uint32_t rank = 0; rank < world; ++rank) {
-    builder.add_host({.rank = rank,
-                      .hostname = "127.0.0.1",
-                      .port = static_cast<std::uint16_t>(base + rank),
-                      .ibdev = device});
+    builder.add_host({.rank = rank, .hostname = "127.0.0.1", .port = ports[rank], .ibdev = device});
   }
   return builder.build();
 }

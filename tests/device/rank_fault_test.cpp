@@ -44,6 +44,7 @@
 #include "device_fixture.hpp"
 #include "ibv/collective/persistent_all_to_all.hpp"
 #include "ibv/net/exchange_message.hpp"
+#include "node_ranks.hpp"
 #include "resource_check.hpp"
 #include "support/child_process.hpp"
 #include "support/error_matchers.hpp"
@@ -90,38 +91,6 @@ double milliseconds_between(std::int64_t from_ns, std::int64_t to_ns) {
 }
 
 // --- Worlds on this host ----------------------------------------------------------------
-
-/// Whether a listener can be bound to TCP `port` now (and no one listens there).
-bool port_is_free(std::uint16_t port) {
-  if (is_listening(port)) return false;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  const int on = 1;
-  static_cast<void>(::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_ANY);
-  const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
-  ::close(fd);
-  return bound;
-}
-
-/// `count` free TCP ports, never handed out twice by this process. Below Linux's ephemeral
-/// range (32768 and up), so that no outgoing connection takes one before its rank listens.
-std::vector<std::uint16_t> fresh_ports(std::size_t count) {
-  static std::atomic<std::uint32_t> next{24000U +
-                                         (static_cast<std::uint32_t>(::getpid()) % 400U) * 20U};
-  std::vector<std::uint16_t> ports;
-  while (ports.size() < count) {
-    const auto port = static_cast<std::uint16_t>(next.fetch_add(1));
-    if (port < 1024U || port >= 32768U) {
-      throw std::runtime_error("no free TCP ports left below 32768");
-    }
-    if (port_is_free(port)) ports.push_back(port);
-  }
-  return ports;
-}
 
 /// A world of `size` ranks on 127.0.0.1, each on a fresh port, all on `device`.
 net::NetworkConfig local_world(std::uint32_t size, const std::string& device) {
