@@ -170,12 +170,7 @@ void ControlPlane::send_backlogs() {
 void ControlPlane::tell_peers_left() {
   // Room for the marks: a peer's queue of requests in flight may be full.
   for (auto& works : in_flight_) {
-    for (auto& work : works) {
-      try {
-        static_cast<void>(work.wait_for(settings_.detection_bound()));
-      } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): over, either way
-      }
-    }
+    for (auto& work : works) settle(work);
     works.clear();
   }
   outgoing_[kFirstSlotWord + rank_ / 64] |= std::uint64_t{1} << (rank_ % 64);
@@ -211,18 +206,20 @@ void ControlPlane::end_queue_pairs() {
     }
   }
   // Their flushes are expected: take them here, so that no dropped handle reports one.
-  const auto take = [&](PendingWork& work) {
-    try {
-      static_cast<void>(work.wait_for(settings_.detection_bound()));
-    } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): flushed, as meant
-    }
-  };
+  const auto take = [&](PendingWork& work) { settle(work); };
   for (auto& posted : receives_) {
-    for (auto& [slot, work] : posted) take(work);
+    for (auto& [slot, work] : posted) settle(work);
   }
   for (auto& posted : sends_) std::ranges::for_each(posted, take);
   for (auto& works : in_flight_) std::ranges::for_each(works, take);
-  if (probe_) take(*probe_);
+  if (probe_) settle(*probe_);
+}
+
+void ControlPlane::settle(PendingWork& work) const noexcept {
+  try {
+    static_cast<void>(work.wait_for(settings_.detection_bound()));
+  } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): failed or flushed: over
+  }
 }
 
 Endpoint ControlPlane::endpoint_for(std::uint32_t peer) const {

@@ -129,6 +129,9 @@ class ControlPlane {
   void send_backlogs();
   void tell_peers_left();
   void end_queue_pairs();
+  /// Waits up to the detection bound for `work` to end, whatever its outcome (leaving: a
+  /// failure or a flush is expected), so that its handle is not dropped unpolled.
+  void settle(PendingWork& work) const noexcept;
 
   /// The detector thread's loop.
   void run();
