@@ -47,6 +47,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../json_string.hpp"
 #include "ibv/collective/persistent_all_to_all.hpp"
 #include "ibv/ibv.hpp"
 
@@ -257,22 +258,6 @@ std::vector<std::byte> encode(double value) {
   return bytes;
 }
 
-/// `text` inside a JSON string: quotes, backslashes and control characters escaped.
-std::string json_text(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 double decode(const std::vector<std::byte>& bytes) {
   double value = 0;
   if (bytes.size() == sizeof value) std::memcpy(&value, bytes.data(), sizeof value);
@@ -373,14 +358,14 @@ int main(int argc, char** argv) try {
     std::printf(
         "{\"tool\":\"ours\",\"ranks\":%u,\"size\":%zu,\"rounds\":%llu,\"warmup\":%llu,"
         "\"bytes_per_rank\":%llu,\"seconds\":[%s],\"peers_in_flight\":%u,"
-        "\"slots_per_peer\":%u,\"in_flight\":%u,\"wait\":\"%s\",\"own_part\":%s,\"device\":\"%s\","
-        "\"bootstrap\":\"%s\"}\n",
+        "\"slots_per_peer\":%u,\"in_flight\":%u,\"wait\":\"%s\",\"own_part\":%s,\"device\":%s,"
+        "\"bootstrap\":%s}\n",
         world, size, static_cast<unsigned long long>(rounds),
         static_cast<unsigned long long>(options.warmup),
         static_cast<unsigned long long>(rounds * (world - 1ULL) * size), list.c_str(),
         settings.peers_in_flight, settings.slots_per_peer, in_flight, options.wait_text.c_str(),
-        options.own_part ? "true" : "false", json_text(context.name()).c_str(),
-        json_text(bootstrap->description()).c_str());
+        options.own_part ? "true" : "false", ibv::bench::json_string(context.name()).c_str(),
+        ibv::bench::json_string(bootstrap->description()).c_str());
   }
   return EXIT_SUCCESS;
 } catch (const std::exception& error) {

@@ -46,6 +46,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../json_string.hpp"
 #include "ibv/net/bootstrap.hpp"
 #include "ibv/net/exchanger.hpp"
 #include "ibv/net/network_config.hpp"
@@ -54,6 +55,8 @@
 #include "ibv/net/rendezvous.hpp"
 
 namespace {
+
+using ibv::bench::json_string;
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kEntrySize = ibv::net::PeerEndpoint::kWireSize;
@@ -301,24 +304,6 @@ void run(const Options& options, Result& result) {
   } catch (const std::exception& error) {
     result.error = phase + ": " + error.what();
   }
-}
-
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (byte < 0x20) {
-      std::array<char, 8> escaped{};
-      std::snprintf(escaped.data(), escaped.size(), "\\u%04x", static_cast<unsigned>(byte));
-      out += escaped.data();
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 template <typename T>

@@ -41,6 +41,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../json_string.hpp"
 #include "ibv/ibv.hpp"
 
 namespace {
@@ -221,21 +222,6 @@ std::int64_t median_ns(std::uint32_t runs, F&& what) {
   return times[times.size() / 2];
 }
 
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text.substr(0, 400)) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 struct Report {
   std::vector<std::pair<std::string, std::int64_t>> fields;
   void add(std::string name, std::int64_t value) { fields.emplace_back(std::move(name), value); }
@@ -244,7 +230,7 @@ struct Report {
     for (const auto& [name, value] : fields)
       line += "\"" + name + "\": " + std::to_string(value) + ", ";
     line += "\"ok\": " + std::string(ok ? "true" : "false");
-    if (!error.empty()) line += ", \"error\": " + json_string(error);
+    if (!error.empty()) line += ", \"error\": " + ibv::bench::json_string(error.substr(0, 400));
     std::printf("%s}\n", line.c_str());
     std::fflush(stdout);
   }
@@ -269,10 +255,10 @@ int main(int argc, char** argv) {
     const std::uint32_t victim = options.victim.value_or(world - 1);
     report.add("rank", rank);
     report.add("world", world);
-    const ibv::Context context =
-        options.config
-            ? ibv::open_device(net::NetworkConfig::from_file(*options.config).host(rank).ibdev)
-            : net::open_device_from_environment();
+    const auto* hosts_file = dynamic_cast<const net::Exchanger*>(bootstrap.get());
+    const ibv::Context context = hosts_file != nullptr
+                                     ? ibv::open_device(hosts_file->config().host(rank).ibdev)
+                                     : net::open_device_from_environment();
     const ibv::ProtectionDomain pd(context);
     ibv::QueuePairSettings settings;
     if (options.gid_index) settings.gid_index = *options.gid_index;
