@@ -38,7 +38,6 @@ def one_run(directory):
         errors = sorted({line.get("error", "no line") for line in failed})
         return {"ok": False, "world": world, "lines": len(lines), "errors": errors[:3]}
     kill = victims[0]["kill_ns"]
-    every = lines
     return {
         "ok": True,
         "world": world,
@@ -47,13 +46,13 @@ def one_run(directory):
         "rebuilt_ms": ms(max(line["rebuilt_ns"] for line in survivors) - kill),
         "running_ms": ms(max(line["round_ns"] for line in survivors) - kill),
         "shrink_only_ms": ms(max(line["shrunk_ns"] - line["error_ns"] for line in survivors)),
-        "fresh_ms": ms(max(line["fresh_ns"] for line in every) - min(line["start_ns"] for line in every)),
-        "fresh_process_ms": (ms(max(line["fresh_ns"] for line in every)
-                                - min(line["process_start_ns"] for line in every))
-                             if all(line.get("process_start_ns", -1) >= 0 for line in every)
+        "fresh_ms": ms(max(line["fresh_ns"] for line in lines) - min(line["start_ns"] for line in lines)),
+        "fresh_process_ms": (ms(max(line["fresh_ns"] for line in lines)
+                                - min(line["process_start_ns"] for line in lines))
+                             if all(line.get("process_start_ns", -1) >= 0 for line in lines)
                              else None),
-        "barrier_ms": ms(statistics.median(line["barrier_ns"] for line in every)),
-        "agree_ms": ms(statistics.median(line["agree_ns"] for line in every)),
+        "barrier_ms": ms(statistics.median(line["barrier_ns"] for line in lines)),
+        "agree_ms": ms(statistics.median(line["agree_ns"] for line in lines)),
     }
 
 
